@@ -1,0 +1,525 @@
+package io.blockmover.cli;
+
+import java.io.Console;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+
+import com.fasterxml.jackson.jr.ob.JSON;
+import org.agrona.concurrent.status.CountersReader;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.cnc.CncFile;
+
+/**
+ * The blockmover command: drives blockmoverd over its control socket, and reads its counters file directly.
+ */
+@Command(
+    name = "blockmover",
+    mixinStandardHelpOptions = true,
+    versionProvider = BlockmoverCli.Version.class,
+    subcommands = {
+        BlockmoverCli.Copy.class,
+        BlockmoverCli.Jobs.class,
+        BlockmoverCli.Cancel.class,
+        BlockmoverCli.Status.class,
+        BlockmoverCli.Stat.class,
+        CommandLine.HelpCommand.class},
+    description = {
+        "Replicate block volumes between Linux hosts with blockmoverd.",
+        "",
+        "Every command takes --json for scripts. The daemon is found through --socket PATH, else the",
+        "BLOCKMOVER_SOCKET environment variable, else /run/blockmover/control.sock."},
+    exitCodeListHeading = "%nExit status:%n",
+    exitCodeList = {
+        "0:success (for copy: the job completed, and verified when --verify was given)",
+        "1:the job failed, was cancelled, or verify found differences",
+        "2:usage error (unknown command or option)",
+        "3:blockmoverd is not running or not reachable on its control socket",
+        "4:the request was refused: bad input (missing volume, destination too small, volume in use,",
+        "  misaligned size, unknown peer or job); nothing was changed",
+        "5:the peer refused or could not be reached (wrong key, peer down, protocol error)"})
+public final class BlockmoverCli
+{
+    static final Path DEFAULT_SOCKET = Path.of("/run/blockmover/control.sock");
+
+    /**
+     * Options every command shares.
+     */
+    static class Common
+    {
+        @Option(names = "--socket", paramLabel = "PATH", description = "control socket of blockmoverd " +
+            "(default: $BLOCKMOVER_SOCKET or /run/blockmover/control.sock)")
+        Path socket;
+
+        @Option(names = "--json", description = "print JSON for scripts instead of text")
+        boolean json;
+
+        Path socket()
+        {
+            if (socket != null)
+            {
+                return socket;
+            }
+            final String env = System.getenv("BLOCKMOVER_SOCKET");
+            return env != null && !env.isEmpty() ? Path.of(env) : DEFAULT_SOCKET;
+        }
+
+        Object call(final String op, final Map<String, Object> args)
+        {
+            try (ControlClient client = ControlClient.connect(socket()))
+            {
+                return client.call(op, args);
+            }
+        }
+
+        void printJson(final Object value)
+        {
+            try
+            {
+                System.out.println(JSON.std.with(JSON.Feature.PRETTY_PRINT_OUTPUT).asString(value));
+            }
+            catch (final IOException ex)
+            {
+                throw new BlockmoverException(ErrorCode.INTERNAL, "cannot print JSON: " + ex, ex);
+            }
+        }
+    }
+
+    private BlockmoverCli()
+    {
+    }
+
+    /**
+     * @param args command line.
+     */
+    public static void main(final String[] args)
+    {
+        System.exit(run(args));
+    }
+
+    /**
+     * Runs a command and returns its exit status; errors go to stderr (or stdout as JSON with --json).
+     *
+     * @param args command line.
+     * @return exit status.
+     */
+    public static int run(final String... args)
+    {
+        final CommandLine commandLine = new CommandLine(new BlockmoverCli());
+        commandLine.setExecutionExceptionHandler((ex, cmd, parseResult) ->
+        {
+            if (ex instanceof BlockmoverException bex)
+            {
+                final boolean json = parseResult.subcommand() != null &&
+                    parseResult.subcommand().hasMatchedOption("--json");
+                if (json)
+                {
+                    final Map<String, Object> error = new LinkedHashMap<>();
+                    error.put("code", bex.code().name());
+                    error.put("message", bex.getMessage());
+                    System.out.println(JSON.std.asString(Map.of("error", error)));
+                }
+                System.err.println("blockmover: " + bex.getMessage());
+                return bex.code().exitCode();
+            }
+            throw ex;
+        });
+        return commandLine.execute(args);
+    }
+
+    /**
+     * blockmover copy.
+     */
+    @Command(name = "copy", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {
+            "Copy a whole volume to a volume on a peer, then end.",
+            "",
+            "SOURCE is a block device or regular file on this host; PEER:TARGET names a configured peer and a",
+            "block device or file there, at least as large as SOURCE. Each chunk carries a CRC32C checked on",
+            "arrival and is acknowledged only once durable on the peer. The job survives a lost link or a",
+            "restart of either daemon and resumes where it stopped. Progress (bytes, rate, ETA) is shown",
+            "until the job ends; Ctrl-C leaves the job running in the daemon (see 'blockmover jobs')."})
+    static final class Copy extends Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "SOURCE", description = "local volume to copy")
+        String source;
+
+        @Parameters(index = "1", paramLabel = "PEER:TARGET", description = "peer name and its volume")
+        String destination;
+
+        @Option(names = "--verify", description = "after copying, compare region checksums of both sides; " +
+            "resend regions that differ")
+        boolean verify;
+
+        @Option(names = "--seeded", description = "the target already holds a similar copy: compare region " +
+            "checksums first and send only regions that differ")
+        boolean seeded;
+
+        @Option(names = "--detach", description = "return once the job has started; do not follow it")
+        boolean detach;
+
+        @Option(names = "--interval", paramLabel = "MS", defaultValue = "250",
+            description = "progress refresh interval in milliseconds (default: ${DEFAULT-VALUE})")
+        long intervalMs;
+
+        @Override
+        public Integer call() throws InterruptedException
+        {
+            final int colon = destination.indexOf(':');
+            if (colon <= 0 || colon == destination.length() - 1)
+            {
+                throw new BlockmoverException(ErrorCode.BAD_REQUEST, "destination '" + destination +
+                    "' must be PEER:TARGET, e.g. dr-site:/dev/sdc");
+            }
+            final Map<String, Object> args = new LinkedHashMap<>();
+            args.put("source", Path.of(source).toAbsolutePath().normalize().toString());
+            args.put("peer", destination.substring(0, colon));
+            args.put("target", destination.substring(colon + 1));
+            args.put("verify", verify);
+            args.put("seeded", seeded);
+            try (ControlClient client = ControlClient.connect(socket()))
+            {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> job = (Map<String, Object>)client.call("copy", args);
+                final long id = ((Number)job.get("id")).longValue();
+                if (detach)
+                {
+                    if (json)
+                    {
+                        printJson(job);
+                    }
+                    else
+                    {
+                        System.out.println("job " + id + " started: " + source + " -> " + destination);
+                    }
+                    return 0;
+                }
+                final Progress progress = new Progress(System.err, json);
+                while (true)
+                {
+                    progress.show(job);
+                    if (isTerminal(job))
+                    {
+                        break;
+                    }
+                    TimeUnit.MILLISECONDS.sleep(intervalMs);
+                    @SuppressWarnings("unchecked")
+                    final Map<String, Object> next = (Map<String, Object>)client.call("job", Map.of("id", id));
+                    job = next;
+                }
+                progress.end();
+                if (json)
+                {
+                    printJson(job);
+                }
+                else
+                {
+                    System.out.println(summary(job));
+                }
+                return exitCode(job);
+            }
+        }
+    }
+
+    static boolean isTerminal(final Map<String, Object> job)
+    {
+        final String state = String.valueOf(job.get("state"));
+        return state.equals("completed") || state.equals("failed") || state.equals("cancelled");
+    }
+
+    static int exitCode(final Map<String, Object> job)
+    {
+        final String state = String.valueOf(job.get("state"));
+        if (!state.equals("completed"))
+        {
+            return 1;
+        }
+        return Boolean.TRUE.equals(job.get("verify")) && !Boolean.TRUE.equals(job.get("verified")) ? 1 : 0;
+    }
+
+    static String summary(final Map<String, Object> job)
+    {
+        final StringBuilder s = new StringBuilder();
+        final long size = ((Number)job.get("size")).longValue();
+        s.append("job ").append(job.get("id")).append(' ').append(job.get("state")).append(": ")
+            .append(job.get("source")).append(" -> ").append(job.get("peer")).append(':').append(job.get("target"));
+        final long started = ((Number)job.get("started_ms")).longValue();
+        final long finished = ((Number)job.get("finished_ms")).longValue();
+        if (finished > started && started > 0)
+        {
+            final double seconds = (finished - started) / 1000.0;
+            s.append(String.format(Locale.ROOT, ", %s in %.1f s (%s)", Format.bytes(size), seconds,
+                Format.rate(size / seconds)));
+        }
+        if (Boolean.TRUE.equals(job.get("seeded")))
+        {
+            s.append(", seeded: ").append(job.get("regions_different")).append(" regions differed");
+        }
+        if (Boolean.TRUE.equals(job.get("verify")))
+        {
+            s.append(Boolean.TRUE.equals(job.get("verified")) ? ", verify: both sides identical" :
+                ", verify: NOT verified");
+            final long mismatches = ((Number)job.get("verify_mismatches")).longValue();
+            if (mismatches > 0)
+            {
+                s.append(" (").append(mismatches).append(" regions resent after verify)");
+            }
+        }
+        if (job.get("error") instanceof Map<?, ?> error)
+        {
+            s.append("\n  error ").append(error.get("code")).append(": ").append(error.get("message"));
+        }
+        return s.toString();
+    }
+
+    /**
+     * A live progress line: bytes, rate, ETA; redrawn in place on a terminal, a line every few seconds otherwise.
+     */
+    static final class Progress
+    {
+        private final PrintStream out;
+        private final boolean quiet;
+        private final boolean terminal;
+        private long lastNs = System.nanoTime();
+        private long lastDone = -1;
+        private double rate;
+        private long lastPrintNs;
+        private boolean drawn;
+
+        Progress(final PrintStream out, final boolean quiet)
+        {
+            this.out = out;
+            this.quiet = quiet;
+            final Console console = System.console();
+            this.terminal = console != null;
+        }
+
+        void show(final Map<String, Object> job)
+        {
+            final long size = ((Number)job.get("size")).longValue();
+            final long done = ((Number)job.get("bytes_done")).longValue();
+            final long now = System.nanoTime();
+            if (lastDone >= 0 && now > lastNs)
+            {
+                final double instant = (done - lastDone) / ((now - lastNs) / 1e9);
+                rate = rate == 0 ? instant : 0.7 * rate + 0.3 * instant;
+            }
+            lastDone = done;
+            lastNs = now;
+            if (quiet || (!terminal && now - lastPrintNs < TimeUnit.SECONDS.toNanos(2) && !isTerminal(job)))
+            {
+                return;
+            }
+            lastPrintNs = now;
+            final double fraction = size == 0 ? 1 : (double)done / size;
+            final int width = 30;
+            final int filled = (int)Math.round(fraction * width);
+            final String bar = "=".repeat(Math.max(0, filled)) + " ".repeat(Math.max(0, width - filled));
+            final String line = String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s", bar,
+                fraction * 100, Format.bytes(done), Format.bytes(size), Format.rate(rate),
+                Format.duration(rate > 0 ? (size - done) / rate : Double.NaN), job.get("phase"));
+            if (terminal)
+            {
+                out.print("\r" + line + "   ");
+                drawn = true;
+            }
+            else
+            {
+                out.println(line);
+            }
+            out.flush();
+        }
+
+        void end()
+        {
+            if (drawn)
+            {
+                out.println();
+            }
+        }
+    }
+
+    /**
+     * blockmover jobs.
+     */
+    @Command(name = "jobs", mixinStandardHelpOptions = true,
+        description = "List copy jobs (running, waiting to resume, and finished), or show one.")
+    static final class Jobs extends Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", arity = "0..1", paramLabel = "ID", description = "show only this job")
+        Long id;
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public Integer call()
+        {
+            final List<Map<String, Object>> jobs = id == null ? (List<Map<String, Object>>)call("jobs", Map.of()) :
+                List.of((Map<String, Object>)call("job", Map.of("id", id)));
+            if (json)
+            {
+                printJson(id == null ? jobs : jobs.get(0));
+                return 0;
+            }
+            if (jobs.isEmpty())
+            {
+                System.out.println("no jobs");
+                return 0;
+            }
+            System.out.printf(Locale.ROOT, "%-5s %-10s %-11s %7s %10s  %s%n", "ID", "STATE", "PHASE", "DONE", "SIZE",
+                "SOURCE -> PEER:TARGET");
+            for (final Map<String, Object> job : jobs)
+            {
+                final long size = ((Number)job.get("size")).longValue();
+                final long done = ((Number)job.get("bytes_done")).longValue();
+                System.out.printf(Locale.ROOT, "%-5s %-10s %-11s %6.1f%% %10s  %s -> %s:%s%n", job.get("id"),
+                    job.get("state"), job.get("phase"), size == 0 ? 100.0 : 100.0 * done / size, Format.bytes(size),
+                    job.get("source"), job.get("peer"), job.get("target"));
+                if (job.get("error") instanceof Map<?, ?> error)
+                {
+                    System.out.println("      error " + error.get("code") + ": " + error.get("message"));
+                }
+                else if (job.get("last_error") != null)
+                {
+                    System.out.println("      last error: " + job.get("last_error"));
+                }
+            }
+            return 0;
+        }
+    }
+
+    /**
+     * blockmover cancel.
+     */
+    @Command(name = "cancel", mixinStandardHelpOptions = true,
+        description = "Cancel a copy job. What was copied stays on the destination; the job cannot resume.")
+    static final class Cancel extends Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "ID", description = "job to cancel")
+        long id;
+
+        @Override
+        public Integer call()
+        {
+            final Object job = call("cancel", Map.of("id", id));
+            if (json)
+            {
+                printJson(job);
+            }
+            else
+            {
+                System.out.println("job " + id + " cancelled");
+            }
+            return 0;
+        }
+    }
+
+    /**
+     * blockmover status.
+     */
+    @Command(name = "status", mixinStandardHelpOptions = true,
+        description = "Show the daemon: node, listener, peers with their transport, jobs and inbound sessions.")
+    static final class Status extends Common implements Callable<Integer>
+    {
+        @Override
+        @SuppressWarnings("unchecked")
+        public Integer call()
+        {
+            final Map<String, Object> status = (Map<String, Object>)call("status", Map.of());
+            if (json)
+            {
+                printJson(status);
+                return 0;
+            }
+            System.out.printf(Locale.ROOT, "node %s (pid %s), up %s%n", status.get("node"), status.get("pid"),
+                Format.duration(((Number)status.get("uptime_ms")).longValue() / 1000.0));
+            System.out.println("  listen   " + status.get("listen"));
+            System.out.println("  control  " + status.get("control_socket"));
+            System.out.println("  counters " + status.get("counters_file"));
+            for (final Map<String, Object> peer : (List<Map<String, Object>>)status.get("peers"))
+            {
+                System.out.printf(Locale.ROOT, "  peer %s at %s: transport %s (%s)%n", peer.get("name"),
+                    peer.get("address"), peer.get("transport"), peer.get("transport_reason"));
+            }
+            System.out.println("  jobs active: " + status.get("jobs_active"));
+            for (final Map<String, Object> in : (List<Map<String, Object>>)status.get("inbound"))
+            {
+                System.out.printf(Locale.ROOT, "  inbound from %s: job %s into %s over %s (%s)%n", in.get("peer"),
+                    in.get("job"), in.get("target"), in.get("transport"), in.get("state"));
+            }
+            return 0;
+        }
+    }
+
+    /**
+     * blockmover stat.
+     */
+    @Command(name = "stat", mixinStandardHelpOptions = true,
+        description = {"Print the daemon's counters, read straight from its counters file: works even when the",
+            "daemon is stopped or wedged. The file is found through --counters-file, else",
+            "$BLOCKMOVER_COUNTERS, else counters.dat beside the control socket."})
+    static final class Stat extends Common implements Callable<Integer>
+    {
+        @Option(names = "--counters-file", paramLabel = "PATH", description = "counters file of blockmoverd")
+        Path countersFile;
+
+        @Override
+        public Integer call()
+        {
+            Path path = countersFile;
+            if (path == null)
+            {
+                final String env = System.getenv("BLOCKMOVER_COUNTERS");
+                path = env != null && !env.isEmpty() ? Path.of(env) : socket().resolveSibling("counters.dat");
+            }
+            try (CncFile cnc = CncFile.openReadOnly(path))
+            {
+                final long heartbeatAgeMs = System.currentTimeMillis() - cnc.heartbeatMs();
+                final boolean alive = ProcessHandle.of(cnc.pid()).map(ProcessHandle::isAlive).orElse(false);
+                final Map<String, Object> counters = new LinkedHashMap<>();
+                final CountersReader reader = cnc.reader();
+                reader.forEach((value, id, label) -> counters.put(label, value));
+                if (json)
+                {
+                    final Map<String, Object> out = new LinkedHashMap<>();
+                    out.put("node", cnc.nodeName());
+                    out.put("pid", cnc.pid());
+                    out.put("alive", alive);
+                    out.put("heartbeat_age_ms", heartbeatAgeMs);
+                    out.put("counters", counters);
+                    printJson(out);
+                    return 0;
+                }
+                System.out.printf(Locale.ROOT, "node %s pid %d: %s, last heartbeat %d ms ago%n", cnc.nodeName(),
+                    cnc.pid(), alive ? (heartbeatAgeMs < 3000 ? "running" : "NOT RESPONDING") : "not running",
+                    heartbeatAgeMs);
+                counters.forEach((label, value) -> System.out.printf(Locale.ROOT, "%20d  %s%n", value, label));
+                return 0;
+            }
+        }
+    }
+
+    /**
+     * Version from the jar manifest.
+     */
+    static final class Version implements CommandLine.IVersionProvider
+    {
+        @Override
+        public String[] getVersion()
+        {
+            final String version = BlockmoverCli.class.getPackage().getImplementationVersion();
+            return new String[] {"blockmover " + (version == null ? "development build" : version)};
+        }
+    }
+}

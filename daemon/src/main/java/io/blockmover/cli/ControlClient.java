@@ -1,0 +1,143 @@
+package io.blockmover.cli;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ConnectException;
+import java.net.SocketException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.Channels;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import com.fasterxml.jackson.jr.ob.JSON;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+
+/**
+ * The client side of the control socket: one JSON line out, one JSON line back. A missing daemon is reported
+ * with how to start it.
+ */
+public final class ControlClient implements AutoCloseable
+{
+    private final SocketChannel channel;
+    private final BufferedReader reader;
+    private long nextId = 1;
+
+    private ControlClient(final SocketChannel channel)
+    {
+        this.channel = channel;
+        this.reader = new BufferedReader(new InputStreamReader(Channels.newInputStream(channel),
+            StandardCharsets.UTF_8));
+    }
+
+    /**
+     * @param socket path of the daemon's control socket.
+     * @return a connected client.
+     * @throws BlockmoverException DAEMON_NOT_RUNNING or PERMISSION_DENIED with the fix.
+     */
+    public static ControlClient connect(final Path socket)
+    {
+        final String howToStart = "start it with 'systemctl start blockmoverd' (or scripts/blockmoverd --config " +
+            "FILE), or point --socket / BLOCKMOVER_SOCKET at a running daemon's control socket";
+        if (!Files.exists(socket))
+        {
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING,
+                "blockmoverd is not running: no control socket at " + socket + "; " + howToStart);
+        }
+        try
+        {
+            final SocketChannel channel = SocketChannel.open(StandardProtocolFamily.UNIX);
+            channel.connect(UnixDomainSocketAddress.of(socket));
+            return new ControlClient(channel);
+        }
+        catch (final ConnectException ex)
+        {
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, "blockmoverd is not running: " + socket +
+                " is a stale socket (nobody listens); " + howToStart);
+        }
+        catch (final AccessDeniedException ex)
+        {
+            throw new BlockmoverException(ErrorCode.PERMISSION_DENIED, "permission denied on " + socket +
+                ": run as root or as a member of the daemon's control group");
+        }
+        catch (final SocketException ex)
+        {
+            final boolean denied = String.valueOf(ex.getMessage()).contains("Permission denied");
+            throw new BlockmoverException(denied ? ErrorCode.PERMISSION_DENIED : ErrorCode.DAEMON_NOT_RUNNING,
+                "cannot connect to " + socket + ": " + ex.getMessage() + (denied ? "" : "; " + howToStart));
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, "cannot connect to " + socket + ": " +
+                ex.getMessage());
+        }
+    }
+
+    /**
+     * Sends a request and waits for its reply.
+     *
+     * @param op   operation.
+     * @param args arguments.
+     * @return the result.
+     * @throws BlockmoverException with the daemon's error code and message.
+     */
+    public Object call(final String op, final Map<String, Object> args)
+    {
+        final Map<String, Object> request = new LinkedHashMap<>();
+        final long id = nextId++;
+        request.put("id", id);
+        request.put("op", op);
+        request.put("args", args);
+        try
+        {
+            final byte[] bytes = JSON.std.asBytes(request);
+            final ByteBuffer buffer = ByteBuffer.allocate(bytes.length + 1).put(bytes).put((byte)'\n').flip();
+            while (buffer.hasRemaining())
+            {
+                channel.write(buffer);
+            }
+            final String line = reader.readLine();
+            if (line == null)
+            {
+                throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING,
+                    "blockmoverd closed the control connection (did it stop?)");
+            }
+            final Map<String, Object> reply = JSON.std.mapFrom(line);
+            if (Boolean.TRUE.equals(reply.get("ok")))
+            {
+                return reply.get("result");
+            }
+            @SuppressWarnings("unchecked")
+            final Map<String, Object> error = (Map<String, Object>)reply.get("error");
+            throw new BlockmoverException(ErrorCode.parse(String.valueOf(error.get("code"))),
+                String.valueOf(error.get("message")));
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, "control connection failed: " +
+                ex.getMessage());
+        }
+    }
+
+    @Override
+    public void close()
+    {
+        try
+        {
+            channel.close();
+        }
+        catch (final IOException ex)
+        {
+            return;
+        }
+    }
+}

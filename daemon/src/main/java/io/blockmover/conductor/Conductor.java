@@ -1,0 +1,494 @@
+package io.blockmover.conductor;
+
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.net.StandardSocketOptions;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.agrona.CloseHelper;
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.AgentTerminationException;
+import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.NanoClock;
+import org.agrona.concurrent.SystemNanoClock;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.buffer.Slab;
+import io.blockmover.cnc.CncFile;
+import io.blockmover.cnc.SystemCounter;
+import io.blockmover.control.ControlServer;
+import io.blockmover.daemon.Context;
+import io.blockmover.daemon.PeerConfig;
+import io.blockmover.io.Volume;
+
+/**
+ * The one agent that owns every resource of the daemon: the slab, the counters file, the control socket, the
+ * peer listener, the jobs (source side) and the inbound connections (destination side). It opens, leases, starts
+ * and frees; the data agents only move bytes. Conductor thread only, unless a method says otherwise.
+ */
+public final class Conductor implements Agent, ControlServer.Handler
+{
+    /** Counter type of per-job counters in the counters file. */
+    public static final int JOB_COUNTER_TYPE = 2;
+    private static final System.Logger LOG = System.getLogger("blockmoverd");
+    private static final long HOUSEKEEPING_INTERVAL_NS = 100_000_000L;
+
+    private final Context ctx;
+    private final CncFile cnc;
+    private final Slab slab;
+    private final ControlServer control;
+    private final ServerSocketChannel listener;
+    private final JobStore jobStore;
+    private final NanoClock clock = SystemNanoClock.INSTANCE;
+    private final SecureRandom random = new SecureRandom();
+    private final Map<Long, CopyJob> jobs = new TreeMap<>();
+    private final List<InboundConnection> inbound = new ArrayList<>();
+    private final long startMs = System.currentTimeMillis();
+    private long nextJobId;
+    private long nextHousekeepingNs;
+    private long nextBitmapForceNs;
+
+    /**
+     * Opens every resource, in an order that fails before anything is half-started.
+     *
+     * @param ctx validated configuration.
+     * @param cnc counters file, already created.
+     */
+    public Conductor(final Context ctx, final CncFile cnc)
+    {
+        this.ctx = ctx;
+        this.cnc = cnc;
+        this.jobStore = new JobStore(ctx.stateDir());
+        this.slab = new Slab(ctx.slabSlots(), ctx.chunkLength());
+        try
+        {
+            listener = ServerSocketChannel.open();
+            listener.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            listener.bind(ctx.listen());
+            listener.configureBlocking(false);
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "cannot listen on " + ctx.listen() + ": " +
+                ex.getMessage() + " (another blockmoverd on this address? set listen=)", ex);
+        }
+        try
+        {
+            control = new ControlServer(ctx.controlSocket(), ctx.controlGroup());
+        }
+        catch (final RuntimeException ex)
+        {
+            CloseHelper.quietClose(listener);
+            throw ex;
+        }
+        nextJobId = jobStore.nextId();
+        for (final Map<String, Object> record : jobStore.loadAll())
+        {
+            final CopyJob job = CopyJob.fromRecord(this, record);
+            jobs.put(job.id, job);
+            if (!job.state.isTerminal())
+            {
+                log("job " + job.id + " resumes: " + job.source + " -> " + job.peer + ":" + job.target);
+            }
+        }
+    }
+
+    @Override
+    public String roleName()
+    {
+        return "conductor";
+    }
+
+    @Override
+    public int doWork()
+    {
+        final long nowNs = clock.nanoTime();
+        int work = control.poll(this);
+        work += acceptPeers(nowNs);
+        for (final Iterator<InboundConnection> it = inbound.iterator(); it.hasNext();)
+        {
+            final InboundConnection connection = it.next();
+            work += connection.doWork(nowNs);
+            if (connection.isClosed())
+            {
+                it.remove();
+            }
+        }
+        for (final CopyJob job : new ArrayList<>(jobs.values()))
+        {
+            try
+            {
+                work += job.doWork(nowNs);
+            }
+            catch (final BlockmoverException ex)
+            {
+                job.fail(ex.code(), ex.getMessage());
+            }
+            catch (final RuntimeException ex)
+            {
+                LOG.log(System.Logger.Level.ERROR, "job " + job.id + " failed unexpectedly", ex);
+                job.fail(ErrorCode.INTERNAL, "internal error: " + ex);
+            }
+        }
+        if (nowNs >= nextHousekeepingNs)
+        {
+            nextHousekeepingNs = nowNs + HOUSEKEEPING_INTERVAL_NS;
+            cnc.heartbeat(System.currentTimeMillis());
+            if (nowNs >= nextBitmapForceNs)
+            {
+                nextBitmapForceNs = nowNs + ctx.bitmapForceIntervalNs();
+                for (final CopyJob job : jobs.values())
+                {
+                    job.forceBitmap();
+                }
+            }
+        }
+        return work;
+    }
+
+    private int acceptPeers(final long nowNs)
+    {
+        int work = 0;
+        try
+        {
+            SocketChannel socket;
+            while ((socket = listener.accept()) != null)
+            {
+                cnc.counter(SystemCounter.CONNECTIONS_ACCEPTED).increment();
+                try
+                {
+                    inbound.add(new InboundConnection(this, socket, nowNs));
+                }
+                catch (final IOException ex)
+                {
+                    CloseHelper.quietClose(socket);
+                }
+                work++;
+            }
+        }
+        catch (final IOException ex)
+        {
+            error("accept on " + ctx.listen() + " failed: " + ex);
+        }
+        return work;
+    }
+
+    @Override
+    public void onClose()
+    {
+        for (final CopyJob job : jobs.values())
+        {
+            job.suspendForShutdown();
+        }
+        for (final InboundConnection connection : inbound)
+        {
+            connection.close();
+        }
+        CloseHelper.quietClose(listener);
+        control.close();
+    }
+
+    @Override
+    public void onRequest(final ControlServer.Client client, final Object id, final String op,
+        final Map<String, Object> args)
+    {
+        cnc.counter(SystemCounter.CONTROL_REQUESTS).increment();
+        try
+        {
+            switch (op)
+            {
+                case "ping" -> client.reply(id, Map.of("node", ctx.nodeName()));
+                case "status" -> client.reply(id, status());
+                case "jobs" -> client.reply(id, listJobs());
+                case "job" -> client.reply(id, describe(job(args)));
+                case "copy" -> copy(client, id, args);
+                case "cancel" -> cancel(client, id, args);
+                case "config" -> client.reply(id, ctx.effective());
+                default -> throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op +
+                    "' (known: ping, status, jobs, job, copy, cancel, config)");
+            }
+        }
+        catch (final BlockmoverException ex)
+        {
+            cnc.counter(SystemCounter.CONTROL_REJECTED).increment();
+            client.error(id, ex.code(), ex.getMessage());
+        }
+        catch (final RuntimeException ex)
+        {
+            cnc.counter(SystemCounter.ERRORS).increment();
+            LOG.log(System.Logger.Level.ERROR, "control request " + op + " failed", ex);
+            client.error(id, ErrorCode.INTERNAL, "internal error: " + ex);
+        }
+    }
+
+    private void copy(final ControlServer.Client client, final Object id, final Map<String, Object> args)
+    {
+        final String source = stringArg(args, "source");
+        final String peer = stringArg(args, "peer");
+        final String target = stringArg(args, "target");
+        peerConfig(peer);
+        for (final CopyJob other : jobs.values())
+        {
+            if (!other.state.isTerminal() && other.source.equals(Path.of(source)))
+            {
+                throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "job " + other.id + " already copies " + source +
+                    ": wait for it or cancel it (blockmover cancel " + other.id + ")");
+            }
+        }
+        final Volume volume = Volume.open(Path.of(source), false);
+        final CopyJob job = new CopyJob(this, nextJobId++, Path.of(source), peer, target,
+            Boolean.TRUE.equals(args.get("verify")), Boolean.TRUE.equals(args.get("seeded")),
+            System.currentTimeMillis());
+        job.size = volume.size();
+        job.chunkLength = ctx.chunkLength();
+        job.volume = volume;
+        job.pendingClient = client;
+        job.pendingRequestId = id;
+        jobs.put(job.id, job);
+        log("job " + job.id + " requested: " + source + " (" + volume.size() + " bytes) -> " + peer + ":" + target);
+    }
+
+    private void cancel(final ControlServer.Client client, final Object id, final Map<String, Object> args)
+    {
+        final CopyJob job = job(args);
+        if (job.state.isTerminal())
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "job " + job.id + " is already " +
+                job.state.name().toLowerCase(java.util.Locale.ROOT));
+        }
+        job.cancel();
+        log("job " + job.id + " cancelled");
+        client.reply(id, describe(job));
+    }
+
+    private CopyJob job(final Map<String, Object> args)
+    {
+        final Object raw = args.get("id");
+        final long jobId;
+        try
+        {
+            jobId = raw instanceof Number ? ((Number)raw).longValue() : Long.parseLong(String.valueOf(raw));
+        }
+        catch (final NumberFormatException ex)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "job id '" + raw + "' is not a number");
+        }
+        final CopyJob job = jobs.get(jobId);
+        if (job == null || !job.isPersisted())
+        {
+            throw new BlockmoverException(ErrorCode.NO_SUCH_JOB, "no job " + jobId + " (see blockmover jobs)");
+        }
+        return job;
+    }
+
+    private static String stringArg(final Map<String, Object> args, final String name)
+    {
+        final Object value = args.get(name);
+        if (!(value instanceof String s) || s.isBlank())
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "argument '" + name + "' is required");
+        }
+        return s;
+    }
+
+    private List<Map<String, Object>> listJobs()
+    {
+        final List<Map<String, Object>> list = new ArrayList<>();
+        for (final CopyJob job : jobs.values())
+        {
+            if (job.isPersisted())
+            {
+                list.add(describe(job));
+            }
+        }
+        return list;
+    }
+
+    Map<String, Object> describe(final CopyJob job)
+    {
+        final Map<String, Object> d = new LinkedHashMap<>();
+        d.put("id", job.id);
+        d.put("state", job.state.name().toLowerCase(java.util.Locale.ROOT));
+        d.put("phase", job.phase);
+        d.put("source", job.source.toString());
+        d.put("peer", job.peer);
+        d.put("target", job.target);
+        d.put("size", job.size);
+        final long remaining = job.bytesRemaining();
+        d.put("bytes_remaining", remaining);
+        d.put("bytes_done", job.size - remaining);
+        d.put("verify", job.verify);
+        d.put("seeded", job.seeded);
+        d.put("transport", job.transport);
+        d.put("attempts", job.attempts);
+        d.put("created_ms", job.createdMs);
+        d.put("started_ms", job.startedMs);
+        d.put("finished_ms", job.finishedMs);
+        d.put("verified", job.verified);
+        d.put("regions_different", job.regionsDifferent);
+        d.put("verify_mismatches", job.verifyMismatches);
+        if (job.errorCode != null)
+        {
+            d.put("error", Map.of("code", job.errorCode.name(), "message", job.errorMessage));
+        }
+        if (job.lastError != null)
+        {
+            d.put("last_error", job.lastError);
+        }
+        return d;
+    }
+
+    private Map<String, Object> status()
+    {
+        final Map<String, Object> s = new LinkedHashMap<>();
+        s.put("node", ctx.nodeName());
+        s.put("pid", ProcessHandle.current().pid());
+        s.put("version", Conductor.class.getPackage().getImplementationVersion());
+        s.put("uptime_ms", System.currentTimeMillis() - startMs);
+        s.put("listen", ctx.listen().toString());
+        s.put("control_socket", ctx.controlSocket().toString());
+        s.put("counters_file", ctx.countersFile().toString());
+        s.put("slab_slots_free", slab.freeSlots());
+        final List<Map<String, Object>> peers = new ArrayList<>();
+        for (final PeerConfig peer : ctx.peers().values())
+        {
+            final Map<String, Object> p = new LinkedHashMap<>();
+            p.put("name", peer.name());
+            p.put("address", peer.address().toString());
+            p.put("transport_requested", peer.transport().name().toLowerCase(java.util.Locale.ROOT));
+            p.put("transport", "tcp");
+            p.put("transport_reason", peer.transport() == PeerConfig.TransportKind.TCP ? "configured" :
+                "the RDMA transport is not in this build; TCP is used");
+            peers.add(p);
+        }
+        s.put("peers", peers);
+        long active = 0;
+        for (final CopyJob job : jobs.values())
+        {
+            active += job.isPersisted() && !job.state.isTerminal() ? 1 : 0;
+        }
+        s.put("jobs_active", active);
+        final List<Map<String, Object>> sessions = new ArrayList<>();
+        for (final InboundConnection connection : inbound)
+        {
+            sessions.add(connection.describe());
+        }
+        s.put("inbound", sessions);
+        s.put("jvm", ManagementFactory.getRuntimeMXBean().getVmName() + " " + Runtime.version());
+        return s;
+    }
+
+    /**
+     * Closes an older inbound session of the same job, so a source that reconnected after losing its link does
+     * not find its own destination volume still held by the dead session.
+     */
+    void supersede(final InboundConnection current, final String peer, final long jobId)
+    {
+        for (final InboundConnection other : inbound)
+        {
+            if (other != current && !other.isClosed() && peer.equals(other.peerName()) && other.jobId() == jobId)
+            {
+                log("job " + jobId + " from " + peer + " reconnected: closing its previous session");
+                other.close();
+            }
+        }
+    }
+
+    PeerConfig peerConfig(final String name)
+    {
+        final PeerConfig peer = ctx.peers().get(name);
+        if (peer == null)
+        {
+            throw new BlockmoverException(ErrorCode.UNKNOWN_PEER, "unknown peer '" + name + "': configured peers are " +
+                ctx.peers().keySet() + " (add peer." + name + ".address and peer." + name + ".key.file)");
+        }
+        return peer;
+    }
+
+    AgentRunner newDataRunner(final Agent agent)
+    {
+        return new AgentRunner(new BackoffIdleStrategy(100, 10, 1_000, 200_000),
+            (throwable) ->
+            {
+                // A stage ends by throwing AgentTerminationException; the session's status says why.
+                if (!(throwable instanceof AgentTerminationException))
+                {
+                    error(agent.roleName() + ": " + throwable);
+                }
+            },
+            cnc.counter(SystemCounter.ERRORS), agent);
+    }
+
+    int newSessionId()
+    {
+        int id;
+        do
+        {
+            id = random.nextInt();
+        }
+        while (id == 0);
+        return id;
+    }
+
+    void jobEnded(final CopyJob job, final boolean ok)
+    {
+        cnc.counter(ok ? SystemCounter.JOBS_COMPLETED : SystemCounter.JOBS_FAILED).increment();
+    }
+
+    void discard(final CopyJob job)
+    {
+        jobs.remove(job.id);
+    }
+
+    void countAuthFailure()
+    {
+        cnc.counter(SystemCounter.AUTH_FAILURES).increment();
+    }
+
+    Context ctx()
+    {
+        return ctx;
+    }
+
+    CncFile cnc()
+    {
+        return cnc;
+    }
+
+    Slab slab()
+    {
+        return slab;
+    }
+
+    JobStore jobStore()
+    {
+        return jobStore;
+    }
+
+    NanoClock clock()
+    {
+        return clock;
+    }
+
+    void log(final String message)
+    {
+        LOG.log(System.Logger.Level.INFO, message);
+    }
+
+    void error(final String message)
+    {
+        cnc.counter(SystemCounter.ERRORS).increment();
+        LOG.log(System.Logger.Level.WARNING, message);
+    }
+}

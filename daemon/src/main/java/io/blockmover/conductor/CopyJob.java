@@ -1,0 +1,639 @@
+package io.blockmover.conductor;
+
+import java.io.IOException;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.agrona.CloseHelper;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.status.AtomicCounter;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.control.ControlServer;
+import io.blockmover.io.Volume;
+import io.blockmover.pipeline.SessionStatus;
+import io.blockmover.pipeline.SourceSession;
+import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.DirtyBitmap;
+import io.blockmover.transport.tcp.TcpFrameConnection;
+
+/**
+ * A copy of one source volume to a volume on a peer: its definition, its persisted progress (the dirty bitmap),
+ * and the state machine that connects, authenticates, opens the destination, runs a session, and on a lost link
+ * waits and resumes from the bitmap. Conductor thread only.
+ */
+final class CopyJob
+{
+    private static final int STEP_IDLE = 0;
+    private static final int STEP_CONNECT = 1;
+    private static final int STEP_AWAIT_HELLO = 2;
+    private static final int STEP_AWAIT_OPENED = 3;
+    private static final long FIRST_RETRY_NS = 500_000_000L;
+
+    final long id;
+    final Path source;
+    final String peer;
+    final String target;
+    final boolean verify;
+    final boolean seeded;
+    final long createdMs;
+
+    long size;
+    int chunkLength;
+    JobState state = JobState.CONNECTING;
+    String phase = "connecting";
+    ErrorCode errorCode;
+    String errorMessage;
+    String lastError;
+    long startedMs;
+    long finishedMs;
+    int attempts;
+    boolean seedDone;
+    boolean verified;
+    long regionsDifferent;
+    long verifyMismatches;
+    String transport;
+
+    Volume volume;
+    DirtyBitmap bitmap;
+    ControlServer.Client pendingClient;
+    Object pendingRequestId;
+
+    private final Conductor conductor;
+    private SocketChannel socket;
+    private ControlChannel channel;
+    private int step = STEP_IDLE;
+    private long deadlineNs;
+    private long retryAtNs;
+    private long backoffNs = FIRST_RETRY_NS;
+    private String clientNonce;
+    private int sessionId;
+    private SourceSession session;
+    private AgentRunner readerRunner;
+    private AgentRunner senderRunner;
+    private int slotBase = -1;
+    private AtomicCounter bytesRemaining;
+    private AtomicCounter bytesCopied;
+
+    CopyJob(final Conductor conductor, final long id, final Path source, final String peer, final String target,
+        final boolean verify, final boolean seeded, final long createdMs)
+    {
+        this.conductor = conductor;
+        this.id = id;
+        this.source = source;
+        this.peer = peer;
+        this.target = target;
+        this.verify = verify;
+        this.seeded = seeded;
+        this.createdMs = createdMs;
+    }
+
+    /**
+     * @return whether the job has been accepted by the peer and persisted (a new job is not, until OPENED).
+     */
+    boolean isPersisted()
+    {
+        return pendingClient == null;
+    }
+
+    /**
+     * Turns the job's state machine once.
+     *
+     * @param nowNs conductor time.
+     * @return work done.
+     */
+    int doWork(final long nowNs)
+    {
+        switch (state)
+        {
+            case CONNECTING, WAITING ->
+            {
+                if (step == STEP_IDLE)
+                {
+                    if (nowNs < retryAtNs)
+                    {
+                        return 0;
+                    }
+                    startConnect(nowNs);
+                    return 1;
+                }
+                return handshake(nowNs);
+            }
+            case RUNNING ->
+            {
+                return checkSession();
+            }
+            default ->
+            {
+                return 0;
+            }
+        }
+    }
+
+    private void startConnect(final long nowNs)
+    {
+        attempts++;
+        phase = "connecting";
+        deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
+        try
+        {
+            if (volume == null)
+            {
+                openResources();
+            }
+            socket = SocketChannel.open();
+            socket.configureBlocking(false);
+            socket.connect(conductor.peerConfig(peer).address());
+            step = STEP_CONNECT;
+        }
+        catch (final IOException ex)
+        {
+            connectionFailed("cannot connect to " + peer + " at " + conductor.peerConfig(peer).address() + ": " +
+                ex.getMessage(), nowNs);
+        }
+        catch (final BlockmoverException ex)
+        {
+            fail(ex.code(), ex.getMessage());
+        }
+    }
+
+    /**
+     * Reopens the volume and bitmap of a job loaded from disk.
+     */
+    private void openResources()
+    {
+        volume = Volume.open(source, false);
+        if (volume.size() != size)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "source " + source + " is now " + volume.size() +
+                " bytes, was " + size + " when the job started: start a new copy");
+        }
+        bitmap = DirtyBitmap.open(conductor.jobStore().bitmapPath(id), chunkCount(), chunkLength);
+    }
+
+    long chunkCount()
+    {
+        return (size + chunkLength - 1) / chunkLength;
+    }
+
+    private int handshake(final long nowNs)
+    {
+        try
+        {
+            if (nowNs > deadlineNs)
+            {
+                throw new IOException("no answer within " + conductor.ctx().connectTimeoutNs() / 1_000_000 + " ms");
+            }
+            switch (step)
+            {
+                case STEP_CONNECT ->
+                {
+                    if (!socket.finishConnect())
+                    {
+                        return 0;
+                    }
+                    channel = new ControlChannel(new TcpFrameConnection(socket));
+                    clientNonce = Authenticator.newNonce();
+                    final Map<String, Object> hello = new LinkedHashMap<>();
+                    hello.put("node", conductor.ctx().nodeName());
+                    hello.put("nonce", clientNonce);
+                    channel.sendJson(FrameType.HELLO, 0, hello);
+                    phase = "authenticating";
+                    step = STEP_AWAIT_HELLO;
+                    return 1;
+                }
+                case STEP_AWAIT_HELLO ->
+                {
+                    final ControlChannel.Frame frame = channel.poll();
+                    if (frame == null)
+                    {
+                        return 0;
+                    }
+                    onServerHello(frame);
+                    return 1;
+                }
+                case STEP_AWAIT_OPENED ->
+                {
+                    final ControlChannel.Frame frame = channel.poll();
+                    if (frame == null)
+                    {
+                        return 0;
+                    }
+                    onOpened(frame);
+                    return 1;
+                }
+                default -> throw new IllegalStateException("step " + step);
+            }
+        }
+        catch (final PeerRefusal ex)
+        {
+            closeConnection();
+            if (isPersisted())
+            {
+                // The admin may fix the key or the destination: keep trying, say why.
+                connectionFailed(ex.getMessage(), nowNs);
+            }
+            else
+            {
+                fail(ex.code, ex.getMessage());
+            }
+        }
+        catch (final IOException ex)
+        {
+            connectionFailed(peer + " at " + conductor.peerConfig(peer).address() + ": " + ex.getMessage(), nowNs);
+        }
+        return 1;
+    }
+
+    private void onServerHello(final ControlChannel.Frame frame) throws IOException
+    {
+        if (frame.type() == FrameType.ERROR)
+        {
+            conductor.countAuthFailure();
+            throw new PeerRefusal(frame.errorCode(), peer + " refused us: " + frame.errorMessage());
+        }
+        if (frame.type() != FrameType.HELLO)
+        {
+            throw new IOException("expected HELLO, got " + frame.type());
+        }
+        final Map<String, Object> hello = frame.json();
+        final String serverName = String.valueOf(hello.get("node"));
+        if (!peer.equals(serverName))
+        {
+            throw new PeerRefusal(ErrorCode.AUTH_FAILED, "the node at " + conductor.peerConfig(peer).address() +
+                " calls itself '" + serverName + "', not '" + peer + "': check peer." + peer + ".address");
+        }
+        final String serverNonce = String.valueOf(hello.get("nonce"));
+        final byte[] key = conductor.peerConfig(peer).key();
+        final String nodeName = conductor.ctx().nodeName();
+        if (!Authenticator.matches(
+            Authenticator.proof(key, "server", clientNonce, serverNonce, nodeName, serverName), hello.get("mac")))
+        {
+            conductor.countAuthFailure();
+            throw new PeerRefusal(ErrorCode.AUTH_FAILED, peer + " failed authentication: its key differs from " +
+                conductor.peerConfig(peer).keyFile() + " (both hosts must hold the same key)");
+        }
+        final Map<String, Object> auth = new LinkedHashMap<>();
+        auth.put("mac", Authenticator.proof(key, "client", clientNonce, serverNonce, nodeName, serverName));
+        channel.sendJson(FrameType.AUTH, 0, auth);
+
+        sessionId = conductor.newSessionId();
+        final Map<String, Object> open = new LinkedHashMap<>();
+        open.put("job", id);
+        open.put("target", target);
+        open.put("size", size);
+        open.put("chunk_length", chunkLength);
+        open.put("source", source.toString());
+        channel.sendJson(FrameType.OPEN, sessionId, open);
+        phase = "opening";
+        step = STEP_AWAIT_OPENED;
+    }
+
+    private void onOpened(final ControlChannel.Frame frame) throws IOException
+    {
+        if (frame.type() == FrameType.ERROR)
+        {
+            throw new PeerRefusal(frame.errorCode(), peer + ": " + frame.errorMessage());
+        }
+        if (frame.type() != FrameType.OPENED)
+        {
+            throw new IOException("expected OPENED, got " + frame.type());
+        }
+        final Map<String, Object> opened = frame.json();
+        final int credits = ((Number)opened.get("credits")).intValue();
+        if (!isPersisted())
+        {
+            bitmap = DirtyBitmap.createAllDirty(conductor.jobStore().bitmapPath(id), chunkCount(), chunkLength);
+            startedMs = System.currentTimeMillis();
+        }
+        slotBase = conductor.slab().lease(conductor.ctx().sessionSlots());
+        if (slotBase < 0)
+        {
+            throw new PeerRefusal(ErrorCode.BUSY, "no free slots for another session (slab.slots " +
+                conductor.ctx().slabSlots() + "): wait for a job to finish or raise slab.slots");
+        }
+        if (bytesRemaining == null)
+        {
+            bytesRemaining = conductor.cnc().newCounter("job " + id + " bytes remaining", Conductor.JOB_COUNTER_TYPE);
+            bytesCopied = conductor.cnc().newCounter("job " + id + " bytes copied", Conductor.JOB_COUNTER_TYPE);
+        }
+        transport = channel.connection().transportName();
+        session = new SourceSession(
+            sessionId, volume, bitmap.bits(), chunkLength, conductor.slab(), slotBase, conductor.ctx().sessionSlots(),
+            channel.connection(), credits, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
+            conductor.ctx().digestBatch(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
+            conductor.cnc(), bytesRemaining, bytesCopied);
+        readerRunner = conductor.newDataRunner(new io.blockmover.pipeline.Reader(session));
+        senderRunner = conductor.newDataRunner(new io.blockmover.pipeline.Sender(session, conductor.clock()));
+        AgentRunner.startOnThread(readerRunner);
+        AgentRunner.startOnThread(senderRunner);
+        step = STEP_IDLE;
+        state = JobState.RUNNING;
+        backoffNs = FIRST_RETRY_NS;
+        lastError = null;
+        phase = phaseName(session.phase());
+        conductor.log("job " + id + " running: " + source + " -> " + peer + ":" + target + " over " + transport);
+        if (!isPersisted())
+        {
+            final ControlServer.Client client = pendingClient;
+            pendingClient = null;
+            save();
+            client.reply(pendingRequestId, conductor.describe(this));
+        }
+        else
+        {
+            save();
+        }
+    }
+
+    private int checkSession()
+    {
+        final String newPhase = phaseName(session.phase());
+        if (!newPhase.equals(phase))
+        {
+            if ("seeding".equals(phase))
+            {
+                seedDone = true;
+                regionsDifferent = session.regionsDifferent();
+                save();
+            }
+            phase = newPhase;
+        }
+        final SessionStatus status = session.status();
+        if (status.isRunning())
+        {
+            return 0;
+        }
+        verified = session.verified();
+        verifyMismatches = session.verifyMismatches();
+        if (seeded && !seedDone && session.phase() != SourceSession.PHASE_SEED)
+        {
+            seedDone = true;
+            regionsDifferent = session.regionsDifferent();
+        }
+        closeSession();
+        if (status.state() == SessionStatus.COMPLETED)
+        {
+            state = JobState.COMPLETED;
+            phase = "done";
+            finishedMs = System.currentTimeMillis();
+            conductor.jobEnded(this, true);
+            conductor.log("job " + id + " completed" + (verify ? (verified ? ", verified" : ", NOT verified") : ""));
+            releaseResources();
+            save();
+        }
+        else if (status.isRetryable())
+        {
+            connectionFailed(status.message(), conductor.clock().nanoTime());
+        }
+        else
+        {
+            fail(status.code(), status.message());
+        }
+        return 1;
+    }
+
+    static String phaseName(final int phase)
+    {
+        return switch (phase)
+        {
+            case SourceSession.PHASE_SEED -> "seeding";
+            case SourceSession.PHASE_COPY -> "copying";
+            case SourceSession.PHASE_VERIFY -> "verifying";
+            case SourceSession.PHASE_FINISH -> "finishing";
+            default -> "unknown";
+        };
+    }
+
+    private void connectionFailed(final String message, final long nowNs)
+    {
+        closeConnection();
+        if (!isPersisted())
+        {
+            fail(ErrorCode.PEER_UNREACHABLE, message + " (is blockmoverd running on " + peer + ", and does peer." +
+                peer + ".address point at its listener?)");
+            return;
+        }
+        lastError = message;
+        state = JobState.WAITING;
+        phase = "waiting";
+        retryAtNs = nowNs + backoffNs;
+        backoffNs = Math.min(backoffNs * 2, conductor.ctx().reconnectMaxIntervalNs());
+        conductor.log("job " + id + " waiting to resume: " + message);
+    }
+
+    /**
+     * Ends the job for good, with an error the operator sees in 'blockmover jobs'.
+     */
+    void fail(final ErrorCode code, final String message)
+    {
+        closeSession();
+        closeConnection();
+        errorCode = code;
+        errorMessage = message;
+        if (!isPersisted())
+        {
+            releaseResources();
+            final ControlServer.Client client = pendingClient;
+            pendingClient = null;
+            state = JobState.FAILED;
+            conductor.discard(this);
+            client.error(pendingRequestId, code, message);
+            return;
+        }
+        state = JobState.FAILED;
+        phase = "failed";
+        finishedMs = System.currentTimeMillis();
+        conductor.jobEnded(this, false);
+        conductor.log("job " + id + " failed: " + code + " " + message);
+        releaseResources();
+        save();
+    }
+
+    /**
+     * Stops the job at the operator's request; what was copied stays copied.
+     */
+    void cancel()
+    {
+        closeSession();
+        closeConnection();
+        state = JobState.CANCELLED;
+        phase = "cancelled";
+        finishedMs = System.currentTimeMillis();
+        releaseResources();
+        save();
+    }
+
+    /**
+     * Stops the session and closes files at daemon shutdown, keeping the persisted state so the job resumes.
+     */
+    void suspendForShutdown()
+    {
+        closeSession();
+        closeConnection();
+        releaseResources();
+    }
+
+    private void closeSession()
+    {
+        if (session != null)
+        {
+            session.status().fail(ErrorCode.CANCELLED, "session closed", true);
+            CloseHelper.closeAll(readerRunner, senderRunner);
+            session.connection().close();
+            conductor.slab().release(slotBase, conductor.ctx().sessionSlots());
+            slotBase = -1;
+            session = null;
+            readerRunner = null;
+            senderRunner = null;
+            channel = null;
+            socket = null;
+        }
+    }
+
+    private void closeConnection()
+    {
+        step = STEP_IDLE;
+        if (channel != null)
+        {
+            channel.connection().close();
+            channel = null;
+        }
+        CloseHelper.quietClose(socket);
+        socket = null;
+    }
+
+    private void releaseResources()
+    {
+        if (bitmap != null)
+        {
+            bitmap.close();
+            bitmap = null;
+        }
+        if (volume != null)
+        {
+            volume.close();
+            volume = null;
+        }
+        CloseHelper.closeAll(bytesRemaining, bytesCopied);
+        bytesRemaining = null;
+        bytesCopied = null;
+    }
+
+    void forceBitmap()
+    {
+        if (bitmap != null)
+        {
+            bitmap.force();
+        }
+    }
+
+    /**
+     * @return bytes not yet durable on the destination.
+     */
+    long bytesRemaining()
+    {
+        if (state == JobState.COMPLETED)
+        {
+            return 0;
+        }
+        if (bytesRemaining != null && session != null)
+        {
+            return bytesRemaining.get();
+        }
+        if (bitmap != null)
+        {
+            final long last = chunkCount() - 1;
+            long bytes = bitmap.bits().cardinality() * chunkLength;
+            if (bitmap.bits().get(last))
+            {
+                bytes -= chunkLength - (size - last * chunkLength);
+            }
+            return bytes;
+        }
+        return size;
+    }
+
+    void save()
+    {
+        conductor.jobStore().save(id, record());
+    }
+
+    Map<String, Object> record()
+    {
+        final Map<String, Object> r = new LinkedHashMap<>();
+        r.put("id", id);
+        r.put("source", source.toString());
+        r.put("peer", peer);
+        r.put("target", target);
+        r.put("size", size);
+        r.put("chunk_length", chunkLength);
+        r.put("verify", verify);
+        r.put("seeded", seeded);
+        r.put("state", state.name());
+        r.put("created_ms", createdMs);
+        r.put("started_ms", startedMs);
+        r.put("finished_ms", finishedMs);
+        r.put("seed_done", seedDone);
+        r.put("verified", verified);
+        r.put("regions_different", regionsDifferent);
+        r.put("verify_mismatches", verifyMismatches);
+        if (errorCode != null)
+        {
+            r.put("error_code", errorCode.name());
+            r.put("error_message", errorMessage);
+        }
+        return r;
+    }
+
+    static CopyJob fromRecord(final Conductor conductor, final Map<String, Object> r)
+    {
+        final CopyJob job = new CopyJob(conductor, num(r, "id"), Path.of((String)r.get("source")),
+            (String)r.get("peer"), (String)r.get("target"), Boolean.TRUE.equals(r.get("verify")),
+            Boolean.TRUE.equals(r.get("seeded")), num(r, "created_ms"));
+        job.size = num(r, "size");
+        job.chunkLength = (int)num(r, "chunk_length");
+        job.state = JobState.valueOf((String)r.get("state"));
+        job.startedMs = num(r, "started_ms");
+        job.finishedMs = num(r, "finished_ms");
+        job.seedDone = Boolean.TRUE.equals(r.get("seed_done"));
+        job.verified = Boolean.TRUE.equals(r.get("verified"));
+        job.regionsDifferent = num(r, "regions_different");
+        job.verifyMismatches = num(r, "verify_mismatches");
+        if (r.get("error_code") != null)
+        {
+            job.errorCode = ErrorCode.parse((String)r.get("error_code"));
+            job.errorMessage = (String)r.get("error_message");
+        }
+        job.phase = job.state.isTerminal() ? job.state.name().toLowerCase(java.util.Locale.ROOT) : "connecting";
+        if (!job.state.isTerminal())
+        {
+            job.state = JobState.CONNECTING;
+        }
+        return job;
+    }
+
+    private static long num(final Map<String, Object> r, final String key)
+    {
+        final Object v = r.get(key);
+        return v == null ? 0 : ((Number)v).longValue();
+    }
+
+    /**
+     * A peer's explicit refusal (wrong key, volume too small): final for a new job.
+     */
+    private static final class PeerRefusal extends IOException
+    {
+        private static final long serialVersionUID = 1L;
+        private final ErrorCode code;
+
+        PeerRefusal(final ErrorCode code, final String message)
+        {
+            super(message);
+            this.code = code;
+        }
+    }
+}

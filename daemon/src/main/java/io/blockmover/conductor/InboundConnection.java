@@ -1,0 +1,292 @@
+package io.blockmover.conductor;
+
+import java.io.IOException;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.agrona.CloseHelper;
+import org.agrona.concurrent.AgentRunner;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.daemon.PeerConfig;
+import io.blockmover.io.Volume;
+import io.blockmover.pipeline.DestinationSession;
+import io.blockmover.pipeline.Receiver;
+import io.blockmover.pipeline.Writer;
+import io.blockmover.protocol.FrameType;
+import io.blockmover.transport.tcp.TcpFrameConnection;
+
+/**
+ * A connection a peer opened to us, on the destination side: the server half of the handshake (it must prove the
+ * shared key before anything it sends is looked at), the checks on the volume it asks for, then a
+ * {@link DestinationSession} until the peer closes or goes away. Conductor thread only.
+ */
+final class InboundConnection
+{
+    private static final int STEP_AWAIT_HELLO = 0;
+    private static final int STEP_AWAIT_AUTH = 1;
+    private static final int STEP_AWAIT_OPEN = 2;
+    private static final int STEP_RUNNING = 3;
+    private static final int STEP_CLOSED = 4;
+
+    private final Conductor conductor;
+    private final ControlChannel channel;
+    private final long deadlineNs;
+    private int step = STEP_AWAIT_HELLO;
+    private PeerConfig peer;
+    private String clientNonce;
+    private String serverNonce;
+    private DestinationSession session;
+    private AgentRunner receiverRunner;
+    private AgentRunner writerRunner;
+    private int slotBase = -1;
+    private Volume volume;
+    private long jobId;
+    private String target;
+    private long size;
+
+    InboundConnection(final Conductor conductor, final SocketChannel socket, final long nowNs) throws IOException
+    {
+        this.conductor = conductor;
+        this.channel = new ControlChannel(new TcpFrameConnection(socket));
+        this.deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
+    }
+
+    boolean isClosed()
+    {
+        return step == STEP_CLOSED;
+    }
+
+    String peerName()
+    {
+        return peer == null ? null : peer.name();
+    }
+
+    long jobId()
+    {
+        return jobId;
+    }
+
+    int doWork(final long nowNs)
+    {
+        try
+        {
+            switch (step)
+            {
+                case STEP_AWAIT_HELLO, STEP_AWAIT_AUTH, STEP_AWAIT_OPEN ->
+                {
+                    if (nowNs > deadlineNs)
+                    {
+                        throw new IOException("handshake not finished within " +
+                            conductor.ctx().connectTimeoutNs() / 1_000_000 + " ms");
+                    }
+                    final ControlChannel.Frame frame = channel.poll();
+                    if (frame == null)
+                    {
+                        return 0;
+                    }
+                    onFrame(frame);
+                    return 1;
+                }
+                case STEP_RUNNING ->
+                {
+                    return checkSession();
+                }
+                default ->
+                {
+                    return 0;
+                }
+            }
+        }
+        catch (final IOException ex)
+        {
+            close();
+            return 1;
+        }
+    }
+
+    private void onFrame(final ControlChannel.Frame frame) throws IOException
+    {
+        switch (step)
+        {
+            case STEP_AWAIT_HELLO -> onHello(frame);
+            case STEP_AWAIT_AUTH -> onAuth(frame);
+            case STEP_AWAIT_OPEN -> onOpen(frame);
+            default -> throw new IllegalStateException("step " + step);
+        }
+    }
+
+    private void onHello(final ControlChannel.Frame frame) throws IOException
+    {
+        if (frame.type() != FrameType.HELLO)
+        {
+            refuse(ErrorCode.PROTOCOL_ERROR, "expected HELLO first");
+        }
+        final Map<String, Object> hello = frame.json();
+        final String name = String.valueOf(hello.get("node"));
+        clientNonce = String.valueOf(hello.get("nonce"));
+        peer = conductor.ctx().peers().get(name);
+        if (peer == null)
+        {
+            conductor.countAuthFailure();
+            refuse(ErrorCode.UNKNOWN_PEER, "node '" + name + "' is not a peer of " + conductor.ctx().nodeName() +
+                ": add peer." + name + ".address and peer." + name + ".key.file to its configuration");
+        }
+        serverNonce = Authenticator.newNonce();
+        final Map<String, Object> reply = new LinkedHashMap<>();
+        reply.put("node", conductor.ctx().nodeName());
+        reply.put("nonce", serverNonce);
+        reply.put("mac", Authenticator.proof(peer.key(), "server", clientNonce, serverNonce, name,
+            conductor.ctx().nodeName()));
+        channel.sendJson(FrameType.HELLO, 0, reply);
+        step = STEP_AWAIT_AUTH;
+    }
+
+    private void onAuth(final ControlChannel.Frame frame) throws IOException
+    {
+        final String expected = Authenticator.proof(peer.key(), "client", clientNonce, serverNonce, peer.name(),
+            conductor.ctx().nodeName());
+        if (frame.type() != FrameType.AUTH || !Authenticator.matches(expected, frame.json().get("mac")))
+        {
+            conductor.countAuthFailure();
+            conductor.log("rejected " + channel.connection().remoteAddress() + " claiming to be " + peer.name() +
+                ": wrong key");
+            refuse(ErrorCode.AUTH_FAILED, "authentication failed: " + peer.name() + " and " +
+                conductor.ctx().nodeName() + " hold different keys (both must hold the same key file)");
+        }
+        step = STEP_AWAIT_OPEN;
+    }
+
+    private void onOpen(final ControlChannel.Frame frame) throws IOException
+    {
+        if (frame.type() != FrameType.OPEN)
+        {
+            refuse(ErrorCode.PROTOCOL_ERROR, "expected OPEN");
+        }
+        final int sessionId = channel.sessionIdOfLastFrame();
+        final Map<String, Object> open = frame.json();
+        jobId = ((Number)open.get("job")).longValue();
+        target = String.valueOf(open.get("target"));
+        size = ((Number)open.get("size")).longValue();
+        final int chunkLength = ((Number)open.get("chunk_length")).intValue();
+        if (chunkLength <= 0 || chunkLength % 4096 != 0 || chunkLength > conductor.slab().slotLength())
+        {
+            refuse(ErrorCode.BAD_REQUEST, "chunk length " + chunkLength + " is not possible here (slots of " +
+                conductor.slab().slotLength() + " bytes): use the same chunk.length on both hosts");
+        }
+        conductor.supersede(this, peer.name(), jobId);
+        try
+        {
+            volume = Volume.open(Path.of(target), true);
+        }
+        catch (final BlockmoverException ex)
+        {
+            refuse(ex.code(), conductor.ctx().nodeName() + ": " + ex.getMessage());
+        }
+        if (volume.size() < size)
+        {
+            refuse(ErrorCode.VOLUME_TOO_SMALL, "destination " + target + " on " + conductor.ctx().nodeName() + " is " +
+                volume.size() + " bytes, the source is " + size + ": grow the destination or choose a larger one");
+        }
+        slotBase = conductor.slab().lease(conductor.ctx().sessionSlots());
+        if (slotBase < 0)
+        {
+            refuse(ErrorCode.BUSY, conductor.ctx().nodeName() + " has no free slots for another session: retry " +
+                "later or raise slab.slots");
+        }
+        session = new DestinationSession(sessionId, volume, size, chunkLength, conductor.slab(), slotBase,
+            conductor.ctx().sessionSlots(), channel.connection(), conductor.ctx().heartbeatIntervalNs(),
+            conductor.ctx().peerTimeoutNs(), conductor.cnc());
+        final Map<String, Object> opened = new LinkedHashMap<>();
+        opened.put("credits", conductor.ctx().sessionSlots());
+        opened.put("size", volume.size());
+        channel.sendJson(FrameType.OPENED, sessionId, opened);
+        receiverRunner = conductor.newDataRunner(new Receiver(session, conductor.clock()));
+        writerRunner = conductor.newDataRunner(new Writer(session));
+        AgentRunner.startOnThread(receiverRunner);
+        AgentRunner.startOnThread(writerRunner);
+        step = STEP_RUNNING;
+        conductor.log("receiving job " + jobId + " from " + peer.name() + " into " + target + " over " +
+            channel.connection().transportName());
+    }
+
+    private void refuse(final ErrorCode code, final String message) throws IOException
+    {
+        try
+        {
+            channel.sendError(0, code, message);
+        }
+        finally
+        {
+            close();
+        }
+        throw new IOException(message);
+    }
+
+    private int checkSession()
+    {
+        if (session.status().isRunning() || !session.isWriterDone())
+        {
+            if (!session.status().isRunning())
+            {
+                // The receiver stopped; the writer finishes what was received and forces it.
+                return 0;
+            }
+            return 0;
+        }
+        if (session.status().state() == io.blockmover.pipeline.SessionStatus.FAILED)
+        {
+            conductor.log("session of job " + jobId + " from " + peer.name() + " ended: " + session.status().message());
+        }
+        close();
+        return 1;
+    }
+
+    /**
+     * Ends the session at once (peer reconnected, or shutdown), leaving what was written durable.
+     */
+    void close()
+    {
+        if (session != null)
+        {
+            session.status().fail(ErrorCode.CANCELLED, "session closed", true);
+            CloseHelper.closeAll(receiverRunner, writerRunner);
+            session = null;
+        }
+        channel.connection().close();
+        if (slotBase >= 0)
+        {
+            conductor.slab().release(slotBase, conductor.ctx().sessionSlots());
+            slotBase = -1;
+        }
+        if (volume != null)
+        {
+            try
+            {
+                volume.close();
+            }
+            catch (final BlockmoverException ex)
+            {
+                conductor.log("closing " + target + ": " + ex.getMessage());
+            }
+            volume = null;
+        }
+        step = STEP_CLOSED;
+    }
+
+    Map<String, Object> describe()
+    {
+        final Map<String, Object> d = new LinkedHashMap<>();
+        d.put("peer", peerName());
+        d.put("job", jobId);
+        d.put("target", target);
+        d.put("size", size);
+        d.put("transport", channel.connection().transportName());
+        d.put("remote", channel.connection().remoteAddress());
+        d.put("state", step == STEP_RUNNING ? "receiving" : "handshake");
+        return d;
+    }
+}

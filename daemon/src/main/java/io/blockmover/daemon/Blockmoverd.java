@@ -1,0 +1,150 @@
+package io.blockmover.daemon;
+
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.Callable;
+
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.ShutdownSignalBarrier;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.cnc.CncFile;
+import io.blockmover.cnc.SystemCounter;
+import io.blockmover.conductor.Conductor;
+
+/**
+ * blockmoverd: the replication daemon. Validates its whole configuration before any thread starts, then runs the
+ * conductor agent until SIGTERM or SIGINT, and on the way out stops every session with its volumes forced and
+ * its bitmaps written, and removes its control socket. Jobs persisted in the state directory resume at the next
+ * start.
+ */
+@Command(
+    name = "blockmoverd",
+    mixinStandardHelpOptions = true,
+    versionProvider = Blockmoverd.Version.class,
+    sortOptions = false,
+    description = {
+        "Block-volume replication daemon. One per host; systemd runs it, the blockmover command drives it.",
+        "",
+        "Configuration is a properties file (--config); every property may also be given as",
+        "-Dblockmover.NAME=VALUE, which wins. Peers: peer.NAME.address=HOST:PORT,",
+        "peer.NAME.key.file=FILE (mode 0600, the same key on both hosts),",
+        "peer.NAME.transport=auto|tcp|rdma.",
+        ""},
+    exitCodeListHeading = "%nExit status:%n",
+    exitCodeList = {
+        "0:stopped cleanly by SIGTERM or SIGINT",
+        "78:the configuration is invalid (every problem is listed on stderr)",
+        "1:start-up failed for another reason (stated on stderr)"})
+public final class Blockmoverd implements Callable<Integer>
+{
+    /** sysexits.h EX_CONFIG. */
+    public static final int EXIT_CONFIG = 78;
+    private static final System.Logger LOG = System.getLogger("blockmoverd");
+
+    @Option(names = {"-c", "--config"}, paramLabel = "FILE",
+        description = "properties file, e.g. /etc/blockmover/blockmoverd.conf (default: defaults only)")
+    private Path config;
+
+    @Option(names = "--print-config", description = "print the effective configuration and exit")
+    private boolean printConfig;
+
+    @Option(names = "--check-config", description = "validate the configuration and exit (0 when valid)")
+    private boolean checkConfig;
+
+    /**
+     * @param args command line.
+     */
+    public static void main(final String[] args)
+    {
+        final CommandLine commandLine = new CommandLine(new Blockmoverd());
+        commandLine.setUsageHelpLongOptionsMaxWidth(30);
+        final StringBuilder properties = new StringBuilder("Properties (name = default: meaning):%n");
+        for (final Map.Entry<String, String[]> property : Configuration.defaults().entrySet())
+        {
+            properties.append(String.format("  %-24s = %-30s %s%n", property.getKey(), property.getValue()[0],
+                property.getValue()[1]).replace("%", "%%"));
+        }
+        commandLine.getCommandSpec().usageMessage().footer(properties.toString());
+        final int exitCode = commandLine.execute(args);
+        if (exitCode != 0)
+        {
+            // Never after a signal: System.exit blocks for ever once the JVM's shutdown has begun.
+            System.exit(exitCode);
+        }
+    }
+
+    @Override
+    public Integer call()
+    {
+        final Context ctx;
+        try
+        {
+            ctx = Context.conclude(config, System.getProperties());
+        }
+        catch (final BlockmoverException ex)
+        {
+            System.err.println("blockmoverd: " + ex.getMessage());
+            return EXIT_CONFIG;
+        }
+        if (printConfig)
+        {
+            ctx.effective().forEach((name, value) -> System.out.println(name + " = " + value));
+            return 0;
+        }
+        if (checkConfig)
+        {
+            System.out.println("configuration is valid: node " + ctx.nodeName() + ", " + ctx.peers().size() +
+                " peers");
+            return 0;
+        }
+
+        final CncFile cnc;
+        final Conductor conductor;
+        try
+        {
+            cnc = CncFile.create(ctx.countersFile(), ctx.nodeName(), ProcessHandle.current().pid(), 1024);
+            conductor = new Conductor(ctx, cnc);
+        }
+        catch (final BlockmoverException ex)
+        {
+            System.err.println("blockmoverd: " + ex.getMessage());
+            return ex.code() == io.blockmover.ErrorCode.CONFIG_INVALID ? EXIT_CONFIG : 1;
+        }
+
+        final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
+        final AgentRunner runner = new AgentRunner(
+            new BackoffIdleStrategy(10, 10, 10_000, 1_000_000),
+            (throwable) -> LOG.log(System.Logger.Level.ERROR, "conductor error", throwable),
+            cnc.counter(SystemCounter.ERRORS),
+            conductor);
+        AgentRunner.startOnThread(runner);
+        LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " ready: peers on " + ctx.listen() +
+            ", control " + ctx.controlSocket() + ", peers " + ctx.peers().keySet() + ", chunk " + ctx.chunkLength() +
+            " bytes, slab " + ctx.slabSlots() + " slots");
+        barrier.await();
+        LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopping");
+        runner.close();
+        cnc.close();
+        LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopped");
+        barrier.close();
+        return 0;
+    }
+
+    /**
+     * Version from the jar manifest.
+     */
+    static final class Version implements CommandLine.IVersionProvider
+    {
+        @Override
+        public String[] getVersion()
+        {
+            final String version = Blockmoverd.class.getPackage().getImplementationVersion();
+            return new String[] {"blockmoverd " + (version == null ? "development build" : version)};
+        }
+    }
+}

@@ -1,0 +1,88 @@
+package io.blockmover.daemon;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * Every setting of blockmoverd: a named property with a default and a line of documentation. The one place that
+ * knows property names. In the configuration file a property is written without the {@code blockmover.} prefix
+ * ({@code node.name = site-a}); on the command line with it ({@code -Dblockmover.node.name=site-a}), which wins.
+ * Peers are {@code peer.NAME.address}, {@code peer.NAME.key.file} and {@code peer.NAME.transport}.
+ */
+public final class Configuration
+{
+    public static final String PREFIX = "blockmover.";
+
+    public static final String NODE_NAME = "node.name";
+    public static final String LISTEN = "listen";
+    public static final String CONTROL_SOCKET = "control.socket";
+    public static final String CONTROL_GROUP = "control.group";
+    public static final String STATE_DIR = "state.dir";
+    public static final String COUNTERS_FILE = "counters.file";
+    public static final String CHUNK_LENGTH = "chunk.length";
+    public static final String SESSION_SLOTS = "session.slots";
+    public static final String SLAB_SLOTS = "slab.slots";
+    public static final String PEER_TIMEOUT = "peer.timeout";
+    public static final String HEARTBEAT_INTERVAL = "heartbeat.interval";
+    public static final String CONNECT_TIMEOUT = "connect.timeout";
+    public static final String RECONNECT_MAX_INTERVAL = "reconnect.max.interval";
+    public static final String BITMAP_FORCE_INTERVAL = "bitmap.force.interval";
+    public static final String DIGEST_BATCH = "digest.batch";
+    public static final String VERIFY_ROUNDS = "verify.rounds";
+
+    public static final String PEER_PREFIX = "peer.";
+    public static final String PEER_ADDRESS = "address";
+    public static final String PEER_KEY_FILE = "key.file";
+    public static final String PEER_TRANSPORT = "transport";
+
+    /** Default TCP port of the replication listener (and of rdma_cm). */
+    public static final int DEFAULT_PORT = 7788;
+
+    private static final Map<String, String[]> DEFAULTS = new LinkedHashMap<>();
+
+    static
+    {
+        define(NODE_NAME, "", "name of this host as its peers know it (default: the host name)");
+        define(LISTEN, "0.0.0.0:" + DEFAULT_PORT, "address:port on which peers connect");
+        define(CONTROL_SOCKET, "/run/blockmover/control.sock", "Unix socket of the control API (mode 0660)");
+        define(CONTROL_GROUP, "", "group allowed to use the control socket besides root and the daemon's user");
+        define(STATE_DIR, "/var/lib/blockmover", "persistent state: jobs, bitmaps");
+        define(COUNTERS_FILE, "/run/blockmover/counters.dat", "memory-mapped counters read by 'blockmover stat'");
+        define(CHUNK_LENGTH, "1m", "unit of bulk copy and of dirty tracking, a multiple of 4k");
+        define(SESSION_SLOTS, "32", "chunks in flight per session (also the credits a receiver grants)");
+        define(SLAB_SLOTS, "128", "slots in the off-heap slab; each session leases session.slots of them");
+        define(PEER_TIMEOUT, "10s", "a peer silent this long is considered gone");
+        define(HEARTBEAT_INTERVAL, "1s", "an idle connection sends a heartbeat this often");
+        define(CONNECT_TIMEOUT, "5s", "time allowed to connect and authenticate to a peer");
+        define(RECONNECT_MAX_INTERVAL, "10s", "longest wait between reconnection attempts of a job");
+        define(BITMAP_FORCE_INTERVAL, "1s", "how often dirty bitmaps are forced to disk");
+        define(DIGEST_BATCH, "256", "regions per checksum request in seeded copy and verify");
+        define(VERIFY_ROUNDS, "3", "verify passes (each resending mismatches) before a job fails");
+    }
+
+    private Configuration()
+    {
+    }
+
+    private static void define(final String name, final String defaultValue, final String description)
+    {
+        DEFAULTS.put(name, new String[] {defaultValue, description});
+    }
+
+    /**
+     * @return property name to {default, description}, in documentation order.
+     */
+    public static Map<String, String[]> defaults()
+    {
+        return DEFAULTS;
+    }
+
+    /**
+     * @param name of a daemon-wide property (without prefix).
+     * @return whether it is known.
+     */
+    public static boolean isKnown(final String name)
+    {
+        return DEFAULTS.containsKey(name);
+    }
+}

@@ -1,0 +1,68 @@
+package io.blockmover.io;
+
+import com.sun.jna.LastErrorException;
+import com.sun.jna.Native;
+
+/**
+ * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size.
+ * Direct-mapped through JNA (cheap calls, no interface proxies). Any thread.
+ */
+public final class Libc
+{
+    public static final int O_RDONLY = 0;
+    public static final int O_RDWR = 2;
+    public static final int O_EXCL = 0x80;
+    public static final int O_CLOEXEC = 0x80000;
+
+    public static final int EBUSY = 16;
+    public static final int ENOENT = 2;
+    public static final int EACCES = 13;
+
+    /** ioctl BLKGETSIZE64: device size in bytes. */
+    private static final long BLKGETSIZE64 = 0x80081272L;
+    /** ioctl BLKSSZGET: logical block size. */
+    private static final long BLKSSZGET = 0x1268L;
+
+    static
+    {
+        Native.register(Libc.class, "c");
+    }
+
+    private Libc()
+    {
+    }
+
+    public static native int open(String path, int flags) throws LastErrorException;
+
+    public static native int close(int fd) throws LastErrorException;
+
+    public static native int ioctl(int fd, long request, long[] out) throws LastErrorException;
+
+    public static native int ioctl(int fd, long request, int[] out) throws LastErrorException;
+
+    public static native int getuid();
+
+    public static native int getpid();
+
+    /**
+     * @param fd of an open block device.
+     * @return its size in bytes.
+     */
+    public static long blockDeviceSize(final int fd)
+    {
+        final long[] out = new long[1];
+        ioctl(fd, BLKGETSIZE64, out);
+        return out[0];
+    }
+
+    /**
+     * @param fd of an open block device.
+     * @return its logical block (sector) size in bytes.
+     */
+    public static int logicalBlockSize(final int fd)
+    {
+        final int[] out = new int[1];
+        ioctl(fd, BLKSSZGET, out);
+        return out[0];
+    }
+}

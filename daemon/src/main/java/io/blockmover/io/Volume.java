@@ -1,0 +1,371 @@
+package io.blockmover.io;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+
+import com.sun.jna.LastErrorException;
+import com.sun.nio.file.ExtendedOpenOption;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.buffer.Slab;
+
+/**
+ * A block device or a regular file, opened O_DIRECT by the daemon alone.
+ * <p>
+ * The JDK checks O_DIRECT alignment against 4096 bytes whatever the device's sector size, so the body of every
+ * transfer goes through an O_DIRECT channel and a tail that is not a multiple of 4096 (only ever at the very end
+ * of a volume whose size is a multiple of 512 but not of 4096) goes through a second, buffered channel; a
+ * {@link #force()} makes both durable, as fdatasync covers the whole inode. Block devices are claimed with
+ * O_EXCL for as long as they are open, so a mount or another exclusive opener fails instead of racing us.
+ * Regular files are locked (shared for reading, exclusive for writing).
+ * <p>
+ * Reads and writes may come from any one thread at a time per direction; open and close are for the conductor.
+ */
+public final class Volume implements AutoCloseable
+{
+    private static final int S_IFMT = 0170000;
+    private static final int S_IFBLK = 0060000;
+    private static final int S_IFREG = 0100000;
+
+    private final Path path;
+    private final boolean writable;
+    private final boolean blockDevice;
+    private final long size;
+    private final int logicalBlockSize;
+    private final FileChannel direct;
+    private final FileChannel buffered;
+    private final FileLock lock;
+    private final int claimFd;
+
+    private Volume(
+        final Path path,
+        final boolean writable,
+        final boolean blockDevice,
+        final long size,
+        final int logicalBlockSize,
+        final FileChannel direct,
+        final FileChannel buffered,
+        final FileLock lock,
+        final int claimFd)
+    {
+        this.path = path;
+        this.writable = writable;
+        this.blockDevice = blockDevice;
+        this.size = size;
+        this.logicalBlockSize = logicalBlockSize;
+        this.direct = direct;
+        this.buffered = buffered;
+        this.lock = lock;
+        this.claimFd = claimFd;
+    }
+
+    /**
+     * Opens a volume, checking everything before any byte moves.
+     *
+     * @param path     of a block device or regular file.
+     * @param writable whether it will be written (a destination).
+     * @return the open volume.
+     * @throws BlockmoverException NOT_FOUND, NOT_A_VOLUME, VOLUME_IN_USE, MISALIGNED_SIZE, PERMISSION_DENIED or
+     *                             IO_ERROR with a message naming the fix.
+     */
+    public static Volume open(final Path path, final boolean writable)
+    {
+        final int mode;
+        try
+        {
+            mode = (Integer)Files.getAttribute(path, "unix:mode");
+        }
+        catch (final NoSuchFileException ex)
+        {
+            throw new BlockmoverException(ErrorCode.NOT_FOUND, "volume " + path + " does not exist" +
+                (writable ? " (create the destination first, e.g. truncate -s SIZE FILE, or name a block device)" :
+                ""));
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot stat volume " + path + ": " + ex, ex);
+        }
+
+        final boolean blockDevice = (mode & S_IFMT) == S_IFBLK;
+        if (!blockDevice && (mode & S_IFMT) != S_IFREG)
+        {
+            throw new BlockmoverException(
+                ErrorCode.NOT_A_VOLUME, path + " is neither a block device nor a regular file");
+        }
+
+        int claimFd = -1;
+        FileChannel direct = null;
+        FileChannel buffered = null;
+        FileLock lock = null;
+        try
+        {
+            final long size;
+            int logicalBlockSize = 512;
+            if (blockDevice)
+            {
+                claimFd = claim(path, writable);
+                size = Libc.blockDeviceSize(claimFd);
+                logicalBlockSize = Libc.logicalBlockSize(claimFd);
+            }
+            else
+            {
+                size = Files.size(path);
+            }
+            if (size == 0)
+            {
+                throw new BlockmoverException(ErrorCode.MISALIGNED_SIZE, "volume " + path + " is empty (0 bytes)");
+            }
+            if (size % logicalBlockSize != 0)
+            {
+                throw new BlockmoverException(ErrorCode.MISALIGNED_SIZE, "volume " + path + " is " + size +
+                    " bytes, not a multiple of its " + logicalBlockSize + "-byte logical block");
+            }
+
+            final OpenOption[] bufferedOptions = writable ?
+                new OpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE} :
+                new OpenOption[] {StandardOpenOption.READ};
+            buffered = FileChannel.open(path, bufferedOptions);
+            if (!blockDevice)
+            {
+                lock = lockFile(path, buffered, writable);
+            }
+            final OpenOption[] directOptions = writable ?
+                new OpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE, ExtendedOpenOption.DIRECT} :
+                new OpenOption[] {StandardOpenOption.READ, ExtendedOpenOption.DIRECT};
+            direct = FileChannel.open(path, directOptions);
+
+            return new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered, lock, claimFd);
+        }
+        catch (final AccessDeniedException ex)
+        {
+            closeQuietly(direct, buffered, lock, claimFd);
+            throw new BlockmoverException(ErrorCode.PERMISSION_DENIED, "permission denied opening " + path +
+                (writable ? " for writing" : "") + ": run blockmoverd as a user that may, or fix the owner/mode");
+        }
+        catch (final IOException ex)
+        {
+            closeQuietly(direct, buffered, lock, claimFd);
+            if (ex.getMessage() != null && ex.getMessage().contains("Invalid argument"))
+            {
+                throw new BlockmoverException(ErrorCode.NOT_A_VOLUME,
+                    path + " does not support O_DIRECT (tmpfs or a FUSE file system?): use a block device or a " +
+                    "file on ext4/xfs", ex);
+            }
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot open volume " + path + ": " + ex, ex);
+        }
+        catch (final RuntimeException ex)
+        {
+            closeQuietly(direct, buffered, lock, claimFd);
+            throw ex;
+        }
+    }
+
+    private static int claim(final Path path, final boolean writable)
+    {
+        try
+        {
+            return Libc.open(path.toString(), (writable ? Libc.O_RDWR : Libc.O_RDONLY) | Libc.O_EXCL | Libc.O_CLOEXEC);
+        }
+        catch (final LastErrorException ex)
+        {
+            if (ex.getErrorCode() == Libc.EBUSY)
+            {
+                throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path +
+                    " is in use (mounted, part of a RAID/LVM, or held by another program): unmount it or stop " +
+                    "its holder (see lsblk and fuser -vm " + path + ")");
+            }
+            if (ex.getErrorCode() == Libc.EACCES)
+            {
+                throw new BlockmoverException(ErrorCode.PERMISSION_DENIED, "permission denied opening " + path +
+                    ": run blockmoverd as root or as a member of the disk group");
+            }
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot open " + path + ": errno " + ex.getErrorCode());
+        }
+    }
+
+    private static FileLock lockFile(final Path path, final FileChannel channel, final boolean writable)
+        throws IOException
+    {
+        FileLock lock = null;
+        try
+        {
+            lock = channel.tryLock(0, Long.MAX_VALUE, !writable);
+        }
+        catch (final OverlappingFileLockException ex)
+        {
+            lock = null;
+        }
+        if (lock == null)
+        {
+            throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path +
+                " is in use by another blockmover job or process holding a lock on it: cancel that job first");
+        }
+        return lock;
+    }
+
+    private static void closeQuietly(
+        final FileChannel direct, final FileChannel buffered, final FileLock lock, final int claimFd)
+    {
+        try
+        {
+            if (lock != null && lock.isValid())
+            {
+                lock.release();
+            }
+            if (direct != null)
+            {
+                direct.close();
+            }
+            if (buffered != null)
+            {
+                buffered.close();
+            }
+        }
+        catch (final IOException ignore)
+        {
+            // Best effort on an error path that already reports the first failure.
+        }
+        if (claimFd >= 0)
+        {
+            Libc.close(claimFd);
+        }
+    }
+
+    public Path path()
+    {
+        return path;
+    }
+
+    public long size()
+    {
+        return size;
+    }
+
+    public int logicalBlockSize()
+    {
+        return logicalBlockSize;
+    }
+
+    public boolean isBlockDevice()
+    {
+        return blockDevice;
+    }
+
+    public boolean isWritable()
+    {
+        return writable;
+    }
+
+    /**
+     * Reads {@code length} bytes at {@code position} into {@code dst} from its position 0. The buffer must be
+     * aligned to {@link Slab#ALIGNMENT}; position must be too; length may have a sub-4096 tail only when it ends
+     * the volume. Allocates nothing.
+     *
+     * @param position byte offset in the volume.
+     * @param dst      aligned direct buffer with room for length bytes.
+     * @param length   bytes to read.
+     * @throws IOException on an I/O error or a short read.
+     */
+    public void read(final long position, final ByteBuffer dst, final int length) throws IOException
+    {
+        final int body = length & ~(Slab.ALIGNMENT - 1);
+        dst.clear();
+        if (body > 0)
+        {
+            dst.limit(body);
+            transfer(direct, dst, position, false);
+        }
+        if (body < length)
+        {
+            dst.limit(length).position(body);
+            transfer(buffered, dst, position + body, false);
+        }
+        dst.flip();
+    }
+
+    /**
+     * Writes {@code length} bytes from {@code src} (from its position 0) at {@code position}; the same alignment
+     * rules as {@link #read(long, ByteBuffer, int)}. Not durable until {@link #force()}. Allocates nothing.
+     *
+     * @param position byte offset in the volume.
+     * @param src      aligned direct buffer holding the bytes from position 0.
+     * @param length   bytes to write.
+     * @throws IOException on an I/O error.
+     */
+    public void write(final long position, final ByteBuffer src, final int length) throws IOException
+    {
+        final int body = length & ~(Slab.ALIGNMENT - 1);
+        if (body > 0)
+        {
+            src.limit(body).position(0);
+            transfer(direct, src, position, true);
+        }
+        if (body < length)
+        {
+            src.limit(length).position(body);
+            transfer(buffered, src, position + body, true);
+        }
+    }
+
+    private static void transfer(final FileChannel channel, final ByteBuffer buffer, final long position,
+        final boolean write) throws IOException
+    {
+        long at = position;
+        while (buffer.hasRemaining())
+        {
+            final int n = write ? channel.write(buffer, at) : channel.read(buffer, at);
+            if (n < 0 || (n == 0 && !write))
+            {
+                throw new EOFException("unexpected end of volume at byte " + at);
+            }
+            at += n;
+        }
+    }
+
+    /**
+     * Makes every write so far durable (fdatasync).
+     *
+     * @throws IOException on an I/O error.
+     */
+    public void force() throws IOException
+    {
+        direct.force(false);
+    }
+
+    @Override
+    public void close()
+    {
+        try
+        {
+            if (writable)
+            {
+                force();
+            }
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "flush of " + path + " failed on close: " + ex, ex);
+        }
+        finally
+        {
+            closeQuietly(direct, buffered, lock, claimFd);
+        }
+    }
+
+    @Override
+    public String toString()
+    {
+        return path + " (" + size + " bytes, " + (blockDevice ? "block device" : "file") + ")";
+    }
+}

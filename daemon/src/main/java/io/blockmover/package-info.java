@@ -1,0 +1,4 @@
+/**
+ * blockmover: block-volume replication between Linux hosts.
+ */
+package io.blockmover;

@@ -1,0 +1,70 @@
+package io.blockmover.protocol;
+
+/**
+ * Frame types of the replication protocol. The numeric codes are on the wire: never renumber.
+ */
+public enum FrameType
+{
+    /** Opens a connection: node name and a nonce; the server's reply also proves knowledge of the key. */
+    HELLO(1),
+    /** The client's proof of the shared key (HMAC over both nonces). */
+    AUTH(2),
+    /** Asks the destination to open a volume for a job (JSON payload). */
+    OPEN(3),
+    /** The destination opened the volume (JSON payload: size, credits). */
+    OPENED(4),
+    /** A chunk of a volume: sequence = chunk index, offset = byte offset, payload = the data. */
+    CHUNK(5),
+    /** The chunk named by sequence is durable on the destination; returns one credit. */
+    ACK(6),
+    /** The chunk named by sequence arrived damaged; resend it; returns one credit. */
+    NACK(7),
+    /** Extra credits granted by the receiver (aux = number of credits). */
+    CREDIT(8),
+    /** Asks for region checksums: sequence = first region, aux = region count. */
+    DIGEST_REQUEST(9),
+    /** Region checksums: sequence = first region, aux = count, payload = count x u32 CRC32C (little endian). */
+    DIGEST(10),
+    /** Keeps an idle connection alive and proves the peer is. */
+    HEARTBEAT(11),
+    /** An error the peer should report: aux = error code ordinal, payload = UTF-8 message. */
+    ERROR(12),
+    /** The sender has finished; the receiver drains, forces and closes. */
+    CLOSE(13),
+    /** A replicated write of a group: sequence = LSN. Reserved for continuous replication. */
+    RECORD(14);
+
+    private static final FrameType[] BY_CODE = new FrameType[16];
+
+    static
+    {
+        for (final FrameType type : values())
+        {
+            BY_CODE[type.code] = type;
+        }
+    }
+
+    private final int code;
+
+    FrameType(final int code)
+    {
+        this.code = code;
+    }
+
+    /**
+     * @return the code carried on the wire.
+     */
+    public int code()
+    {
+        return code;
+    }
+
+    /**
+     * @param code from the wire.
+     * @return the type, or null when the code is unknown.
+     */
+    public static FrameType fromCode(final int code)
+    {
+        return code >= 0 && code < BY_CODE.length ? BY_CODE[code] : null;
+    }
+}

@@ -1,0 +1,4 @@
+/**
+ * The wire protocol: frame header layout and types, the same on every transport.
+ */
+package io.blockmover.protocol;
