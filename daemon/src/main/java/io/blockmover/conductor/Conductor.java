@@ -100,6 +100,14 @@ public final class Conductor implements Agent, ControlServer.Handler
             if (!job.state.isTerminal())
             {
                 log("job " + job.id + " resumes: " + job.source + " -> " + job.peer + ":" + job.target);
+                try
+                {
+                    job.openBitmap();
+                }
+                catch (final BlockmoverException ex)
+                {
+                    job.fail(ex.code(), ex.getMessage());
+                }
             }
         }
     }

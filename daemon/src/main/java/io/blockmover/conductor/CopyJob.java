@@ -171,7 +171,18 @@ final class CopyJob
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "source " + source + " is now " + volume.size() +
                 " bytes, was " + size + " when the job started: start a new copy");
         }
-        bitmap = DirtyBitmap.open(conductor.jobStore().bitmapPath(id), chunkCount(), chunkLength);
+        openBitmap();
+    }
+
+    /**
+     * Opens the persisted bitmap of a job loaded from disk, so its progress shows before it reconnects.
+     */
+    void openBitmap()
+    {
+        if (bitmap == null)
+        {
+            bitmap = DirtyBitmap.open(conductor.jobStore().bitmapPath(id), chunkCount(), chunkLength);
+        }
     }
 
     long chunkCount()
@@ -304,6 +315,7 @@ final class CopyJob
         }
         final Map<String, Object> opened = frame.json();
         final int credits = ((Number)opened.get("credits")).intValue();
+        final int flushChunks = ((Number)opened.get("flush_chunks")).intValue();
         if (!isPersisted())
         {
             bitmap = DirtyBitmap.createAllDirty(conductor.jobStore().bitmapPath(id), chunkCount(), chunkLength);
@@ -323,7 +335,7 @@ final class CopyJob
         transport = channel.connection().transportName();
         session = new SourceSession(
             sessionId, volume, bitmap.bits(), chunkLength, conductor.slab(), slotBase, conductor.ctx().sessionSlots(),
-            channel.connection(), credits, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
+            channel.connection(), credits, flushChunks, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
             conductor.ctx().digestBatch(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.cnc(), bytesRemaining, bytesCopied);
         readerRunner = conductor.newDataRunner(new io.blockmover.pipeline.Reader(session));

@@ -199,18 +199,25 @@ final class InboundConnection
         }
         session = new DestinationSession(sessionId, volume, size, chunkLength, conductor.slab(), slotBase,
             conductor.ctx().sessionSlots(), channel.connection(), conductor.ctx().heartbeatIntervalNs(),
-            conductor.ctx().peerTimeoutNs(), conductor.cnc());
+            conductor.ctx().peerTimeoutNs(), flushChunks(chunkLength), conductor.ctx().flushIntervalNs(),
+            conductor.cnc());
         final Map<String, Object> opened = new LinkedHashMap<>();
         opened.put("credits", conductor.ctx().sessionSlots());
         opened.put("size", volume.size());
+        opened.put("flush_chunks", flushChunks(chunkLength));
         channel.sendJson(FrameType.OPENED, sessionId, opened);
         receiverRunner = conductor.newDataRunner(new Receiver(session, conductor.clock()));
-        writerRunner = conductor.newDataRunner(new Writer(session));
+        writerRunner = conductor.newDataRunner(new Writer(session, conductor.clock()));
         AgentRunner.startOnThread(receiverRunner);
         AgentRunner.startOnThread(writerRunner);
         step = STEP_RUNNING;
         conductor.log("receiving job " + jobId + " from " + peer.name() + " into " + target + " over " +
             channel.connection().transportName());
+    }
+
+    private int flushChunks(final int chunkLength)
+    {
+        return (int)Math.max(1, Math.min(1 << 20, conductor.ctx().flushBytes() / chunkLength));
     }
 
     private void refuse(final ErrorCode code, final String message) throws IOException

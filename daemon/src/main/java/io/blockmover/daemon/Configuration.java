@@ -28,6 +28,8 @@ public final class Configuration
     public static final String RECONNECT_MAX_INTERVAL = "reconnect.max.interval";
     public static final String BITMAP_FORCE_INTERVAL = "bitmap.force.interval";
     public static final String DIGEST_BATCH = "digest.batch";
+    public static final String FLUSH_BYTES = "flush.bytes";
+    public static final String FLUSH_INTERVAL = "flush.interval";
     public static final String VERIFY_ROUNDS = "verify.rounds";
 
     public static final String PEER_PREFIX = "peer.";
@@ -58,6 +60,8 @@ public final class Configuration
         define(BITMAP_FORCE_INTERVAL, "1s", "how often dirty bitmaps are forced to disk");
         define(DIGEST_BATCH, "256", "regions per checksum request in seeded copy and verify");
         define(VERIFY_ROUNDS, "3", "verify passes (each resending mismatches) before a job fails");
+        define(FLUSH_BYTES, "256m", "a destination forces its volume after this many bytes written...");
+        define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
     }
 
     private Configuration()

@@ -31,6 +31,8 @@ import static io.blockmover.daemon.Configuration.CONTROL_GROUP;
 import static io.blockmover.daemon.Configuration.CONTROL_SOCKET;
 import static io.blockmover.daemon.Configuration.COUNTERS_FILE;
 import static io.blockmover.daemon.Configuration.DIGEST_BATCH;
+import static io.blockmover.daemon.Configuration.FLUSH_BYTES;
+import static io.blockmover.daemon.Configuration.FLUSH_INTERVAL;
 import static io.blockmover.daemon.Configuration.HEARTBEAT_INTERVAL;
 import static io.blockmover.daemon.Configuration.LISTEN;
 import static io.blockmover.daemon.Configuration.NODE_NAME;
@@ -75,6 +77,8 @@ public final class Context
     private long bitmapForceIntervalNs;
     private int digestBatch;
     private int verifyRounds;
+    private long flushBytes;
+    private long flushIntervalNs;
 
     private Context()
     {
@@ -191,6 +195,12 @@ public final class Context
         {
             problems.add(VERIFY_ROUNDS + " must be at least 1");
         }
+        flushBytes = size(FLUSH_BYTES, problems);
+        if (flushBytes < chunkLength || flushBytes > (1L << 40))
+        {
+            problems.add(FLUSH_BYTES + " " + effective.get(FLUSH_BYTES) + " must be at least one chunk");
+        }
+        flushIntervalNs = duration(FLUSH_INTERVAL, problems);
         resolvePeers(raw, problems);
 
         if (!problems.isEmpty())
@@ -536,6 +546,16 @@ public final class Context
     public int verifyRounds()
     {
         return verifyRounds;
+    }
+
+    public long flushBytes()
+    {
+        return flushBytes;
+    }
+
+    public long flushIntervalNs()
+    {
+        return flushIntervalNs;
     }
 
     public Map<String, PeerConfig> peers()

@@ -38,6 +38,8 @@ public final class DestinationSession
     final FrameConnection connection;
     final long heartbeatIntervalNs;
     final long peerTimeoutNs;
+    final int flushChunks;
+    final long flushIntervalNs;
     final CncFile cnc;
     final SessionStatus status = new SessionStatus();
     private volatile boolean writerDone;
@@ -53,6 +55,8 @@ public final class DestinationSession
      * @param connection          to the source, handshake done.
      * @param heartbeatIntervalNs heartbeat when idle this long.
      * @param peerTimeoutNs       peer considered gone when silent this long.
+     * @param flushChunks         force the volume after this many chunks written...
+     * @param flushIntervalNs     ...or this long after the first unforced write.
      * @param cnc                 counters.
      */
     public DestinationSession(
@@ -66,6 +70,8 @@ public final class DestinationSession
         final FrameConnection connection,
         final long heartbeatIntervalNs,
         final long peerTimeoutNs,
+        final int flushChunks,
+        final long flushIntervalNs,
         final CncFile cnc)
     {
         this.sessionId = sessionId;
@@ -83,6 +89,8 @@ public final class DestinationSession
         this.connection = connection;
         this.heartbeatIntervalNs = heartbeatIntervalNs;
         this.peerTimeoutNs = peerTimeoutNs;
+        this.flushChunks = flushChunks;
+        this.flushIntervalNs = flushIntervalNs;
         this.cnc = cnc;
     }
 

@@ -137,6 +137,9 @@ public final class Receiver implements Agent
         switch (type)
         {
             case ACK, NACK -> sendHeader.sequence(buffer.getLong(index));
+            case DURABLE ->
+            {
+            }
             case DIGEST ->
             {
                 final int count = buffer.getInt(index + 8);

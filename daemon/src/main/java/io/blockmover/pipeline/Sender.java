@@ -55,6 +55,7 @@ public final class Sender implements Agent
     private long mismatches;
     private int verifyRound;
     private boolean closeSent;
+    private int writtenNotDurableCount;
 
     /**
      * @param session shared with the reader.
@@ -381,16 +382,15 @@ public final class Sender implements Agent
         {
             case ACK ->
             {
-                final long chunk = chunkIndex();
-                if (session.dirty.clear(chunk))
+                if (writtenNotDurableCount == session.writtenNotDurable.length)
                 {
-                    final int length = session.lengthOf(chunk);
-                    session.bytesRemaining.getAndAddRelease(-length);
-                    session.bytesCopied.getAndAddRelease(length);
+                    frameErrors.increment();
+                    throw new IOException("peer acknowledged more chunks than it may hold unforced");
                 }
-                session.inflight.clear(chunk);
+                session.writtenNotDurable[writtenNotDurableCount++] = chunkIndex();
                 credits++;
             }
+            case DURABLE -> onDurable();
             case NACK ->
             {
                 session.inflight.clear(chunkIndex());
@@ -423,6 +423,25 @@ public final class Sender implements Agent
                 throw new IOException("unexpected " + type + " frame from the destination");
             }
         }
+    }
+
+    /**
+     * Every chunk acknowledged before this frame is durable on the destination: only now may its bit clear.
+     */
+    private void onDurable()
+    {
+        for (int i = 0; i < writtenNotDurableCount; i++)
+        {
+            final long chunk = session.writtenNotDurable[i];
+            if (session.dirty.clear(chunk))
+            {
+                final int length = session.lengthOf(chunk);
+                session.bytesRemaining.getAndAddRelease(-length);
+                session.bytesCopied.getAndAddRelease(length);
+            }
+            session.inflight.clear(chunk);
+        }
+        writtenNotDurableCount = 0;
     }
 
     private long chunkIndex() throws IOException

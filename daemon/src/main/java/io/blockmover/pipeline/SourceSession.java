@@ -50,6 +50,8 @@ public final class SourceSession
     final SessionStatus status = new SessionStatus();
     final int[] localDigests;
     final int[] remoteDigests;
+    /** Chunks acknowledged as written and not yet durable: cleared from the bitmap on DURABLE. */
+    final long[] writtenNotDurable;
 
     private volatile int phase;
     private volatile int phaseEpoch;
@@ -67,6 +69,7 @@ public final class SourceSession
      * @param slotCount           leased slots, a power of two; also the ring size.
      * @param connection          to the destination, handshake done.
      * @param initialCredits      chunks the destination accepts before its first ACK.
+     * @param flushChunks         the most chunks the destination writes before it forces (from OPENED).
      * @param seed                start with a checksum pass that clears matching regions.
      * @param verify              end with a checksum pass that compares every region.
      * @param verifyRounds        verify passes allowed before failing.
@@ -87,6 +90,7 @@ public final class SourceSession
         final int slotCount,
         final FrameConnection connection,
         final int initialCredits,
+        final int flushChunks,
         final boolean seed,
         final boolean verify,
         final int verifyRounds,
@@ -122,6 +126,7 @@ public final class SourceSession
         final boolean needsDigests = seed || verify;
         this.localDigests = needsDigests ? new int[(int)chunkCount] : null;
         this.remoteDigests = needsDigests ? new int[(int)chunkCount] : null;
+        this.writtenNotDurable = new long[flushChunks + 2 * slotCount + 64];
         bytesRemaining.setRelease(dirtyBytes());
         this.phase = seed ? PHASE_SEED : PHASE_COPY;
     }

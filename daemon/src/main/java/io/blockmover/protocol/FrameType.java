@@ -15,7 +15,7 @@ public enum FrameType
     OPENED(4),
     /** A chunk of a volume: sequence = chunk index, offset = byte offset, payload = the data. */
     CHUNK(5),
-    /** The chunk named by sequence is durable on the destination; returns one credit. */
+    /** The chunk named by sequence is written on the destination (not yet durable); returns one credit. */
     ACK(6),
     /** The chunk named by sequence arrived damaged; resend it; returns one credit. */
     NACK(7),
@@ -32,7 +32,9 @@ public enum FrameType
     /** The sender has finished; the receiver drains, forces and closes. */
     CLOSE(13),
     /** A replicated write of a group: sequence = LSN. Reserved for continuous replication. */
-    RECORD(14);
+    RECORD(14),
+    /** Every chunk acknowledged before this frame is now durable on the destination (one force for many). */
+    DURABLE(15);
 
     private static final FrameType[] BY_CODE = new FrameType[16];
 

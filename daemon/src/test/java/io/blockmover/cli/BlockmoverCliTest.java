@@ -1,0 +1,246 @@
+package io.blockmover.cli;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+
+import com.fasterxml.jackson.jr.ob.JSON;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.ErrorCode;
+import io.blockmover.cnc.CncFile;
+import io.blockmover.cnc.SystemCounter;
+import io.blockmover.control.ControlServer;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class BlockmoverCliTest
+{
+    @TempDir
+    Path dir;
+
+    private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+    private final ByteArrayOutputStream err = new ByteArrayOutputStream();
+    private PrintStream savedOut;
+    private PrintStream savedErr;
+
+    @BeforeEach
+    void captureOutput()
+    {
+        savedOut = System.out;
+        savedErr = System.err;
+        System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+        System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+    }
+
+    @AfterEach
+    void restoreOutput()
+    {
+        System.setOut(savedOut);
+        System.setErr(savedErr);
+    }
+
+    private String stdout()
+    {
+        return out.toString(StandardCharsets.UTF_8);
+    }
+
+    private String stderr()
+    {
+        return err.toString(StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void shouldRefuseDestinationWithoutPeerAsBadRequest()
+    {
+        final int status = BlockmoverCli.run("copy", "x", "nocolon", "--socket", dir.resolve("none").toString());
+
+        assertEquals(ErrorCode.BAD_REQUEST.exitCode(), status);
+        assertEquals(4, status);
+        assertTrue(stderr().contains("must be PEER:TARGET"), stderr());
+    }
+
+    @Test
+    void shouldRefuseDestinationWithEmptyTarget()
+    {
+        assertEquals(4, BlockmoverCli.run("copy", "x", "peer:"));
+        assertEquals(4, BlockmoverCli.run("copy", "x", ":/dev/sdc"));
+    }
+
+    @Test
+    void shouldSayHowToStartDaemonWhenSocketIsMissing()
+    {
+        final int status = BlockmoverCli.run("jobs", "--socket", "/nonexistent/sock");
+
+        assertEquals(3, status);
+        assertTrue(stderr().contains("/nonexistent/sock"), stderr());
+        assertTrue(stderr().contains("systemctl start blockmoverd"), stderr());
+    }
+
+    @Test
+    void shouldPrintJsonErrorWithJsonOption() throws IOException
+    {
+        final int status = BlockmoverCli.run("jobs", "--json", "--socket", "/nonexistent/sock");
+
+        assertEquals(3, status);
+        final Map<String, Object> printed = JSON.std.mapFrom(stdout().trim());
+        @SuppressWarnings("unchecked")
+        final Map<String, Object> error = (Map<String, Object>)printed.get("error");
+        assertEquals(ErrorCode.DAEMON_NOT_RUNNING.name(), error.get("code"));
+    }
+
+    @Test
+    void shouldReportStaleSocketAsDaemonNotRunning() throws IOException
+    {
+        final Path socket = dir.resolve("stale.sock");
+        try (ServerSocketChannel dead = ServerSocketChannel.open(StandardProtocolFamily.UNIX))
+        {
+            dead.bind(UnixDomainSocketAddress.of(socket));
+        }
+
+        final int status = BlockmoverCli.run("status", "--socket", socket.toString());
+
+        assertEquals(3, status);
+        assertTrue(stderr().contains("stale socket"), stderr());
+    }
+
+    @Test
+    void shouldPrintHelpAndExitZero()
+    {
+        final int status = BlockmoverCli.run("--help");
+
+        assertEquals(0, status);
+        assertTrue(stdout().contains("Usage: blockmover"), stdout());
+        assertTrue(stdout().contains("Exit status"), stdout());
+    }
+
+    @Test
+    void shouldExitTwoOnUnknownCommand()
+    {
+        final int status = BlockmoverCli.run("frobnicate");
+
+        assertEquals(2, status);
+        assertTrue(stderr().contains("frobnicate"), stderr());
+    }
+
+    @Test
+    void shouldExitTwoOnUnknownOption()
+    {
+        assertEquals(2, BlockmoverCli.run("jobs", "--frobnicate"));
+    }
+
+    @Test
+    void shouldReportMissingCountersFileAsNotFound()
+    {
+        final Path missing = dir.resolve("missing.dat");
+
+        final int status = BlockmoverCli.run("stat", "--counters-file", missing.toString());
+
+        assertEquals(4, status);
+        assertTrue(stderr().contains("no counters file at " + missing), stderr());
+    }
+
+    @Test
+    void shouldPrintCountersFromFile() throws IOException
+    {
+        final Path counters = dir.resolve("counters.dat");
+        try (CncFile cnc = CncFile.create(counters, "site-a", ProcessHandle.current().pid(), 32))
+        {
+            cnc.counter(SystemCounter.CHUNKS_SENT).set(12);
+
+            final int text = BlockmoverCli.run("stat", "--counters-file", counters.toString());
+            final String textOut = stdout();
+            out.reset();
+            final int json = BlockmoverCli.run("stat", "--json", "--counters-file", counters.toString());
+
+            assertEquals(0, text);
+            assertTrue(textOut.contains("node site-a"), textOut);
+            assertTrue(textOut.contains("running"), textOut);
+            assertTrue(textOut.matches("(?s).*\\s12  chunks sent.*"), textOut);
+            assertEquals(0, json);
+            final Map<String, Object> printed = JSON.std.mapFrom(stdout());
+            assertEquals("site-a", printed.get("node"));
+            assertEquals(Boolean.TRUE, printed.get("alive"));
+            @SuppressWarnings("unchecked")
+            final Map<String, Object> values = (Map<String, Object>)printed.get("counters");
+            assertEquals(12, ((Number)values.get("chunks sent")).intValue());
+        }
+    }
+
+    @Test
+    void shouldTalkToDaemonOverControlSocket() throws Exception
+    {
+        final Path socket = dir.resolve("control.sock");
+        final ControlServer.Handler handler = (client, id, op, args) ->
+        {
+            if (op.equals("jobs"))
+            {
+                client.reply(id, List.of(Map.of("id", 1, "state", "running", "phase", "copy", "size", 4096,
+                    "bytes_done", 1024, "source", "/dev/a", "peer", "b", "target", "/dev/c")));
+            }
+            else
+            {
+                client.error(id, ErrorCode.NO_SUCH_JOB, "no job " + args.get("id"));
+            }
+        };
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final ControlServer server = new ControlServer(socket, "");
+        final Thread conductor = new Thread(() ->
+        {
+            try
+            {
+                while (!Thread.currentThread().isInterrupted())
+                {
+                    if (server.poll(handler) == 0)
+                    {
+                        LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(100));
+                    }
+                }
+            }
+            catch (final Throwable ex)
+            {
+                failure.set(ex);
+            }
+        }, "test-conductor");
+        conductor.start();
+        try
+        {
+            final int list = BlockmoverCli.run("jobs", "--socket", socket.toString());
+            final String listOut = stdout();
+            final int missing = BlockmoverCli.run("jobs", "99", "--socket", socket.toString());
+
+            assertEquals(0, list);
+            assertTrue(listOut.contains("running"), listOut);
+            assertTrue(listOut.contains("/dev/a -> b:/dev/c"), listOut);
+            assertTrue(listOut.contains("25.0%"), listOut);
+            assertEquals(4, missing);
+            assertTrue(stderr().contains("no job 99"), stderr());
+        }
+        finally
+        {
+            conductor.interrupt();
+            conductor.join(TimeUnit.SECONDS.toMillis(10));
+            server.close();
+        }
+        assertFalse(conductor.isAlive());
+        assertNull(failure.get());
+        assertFalse(Files.exists(socket));
+    }
+}

@@ -1,0 +1,346 @@
+package io.blockmover.io;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+
+import org.agrona.BufferUtil;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.buffer.Slab;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+class VolumeTest
+{
+    private static final int BLOCK = Slab.ALIGNMENT;
+    /** Three 4 KiB blocks and a 512-byte tail: the tail must go through the buffered channel. */
+    private static final int ODD_SIZE = 3 * BLOCK + 512;
+
+    @TempDir
+    Path dir;
+
+    private static byte[] random(final int length, final long seed)
+    {
+        final byte[] bytes = new byte[length];
+        new Random(seed).nextBytes(bytes);
+        return bytes;
+    }
+
+    private static ByteBuffer aligned(final int capacity)
+    {
+        return BufferUtil.allocateDirectAligned(capacity, BLOCK);
+    }
+
+    private static byte[] bytesOf(final ByteBuffer buffer)
+    {
+        final byte[] bytes = new byte[buffer.remaining()];
+        buffer.duplicate().get(bytes);
+        return bytes;
+    }
+
+    private Path file(final String name, final byte[] content) throws IOException
+    {
+        final Path path = dir.resolve(name);
+        Files.write(path, content);
+        return path;
+    }
+
+    @Test
+    void shouldReadAlignedRangesOfRegularFile() throws IOException
+    {
+        final byte[] content = random(8 * BLOCK, 1);
+        final Path path = file("source.img", content);
+        try (Volume volume = Volume.open(path, false))
+        {
+            assertEquals(8 * BLOCK, volume.size());
+            assertFalse(volume.isBlockDevice());
+            assertFalse(volume.isWritable());
+            assertEquals(512, volume.logicalBlockSize());
+            final ByteBuffer dst = aligned(4 * BLOCK);
+
+            volume.read(2L * BLOCK, dst, 3 * BLOCK);
+
+            assertEquals(0, dst.position());
+            assertEquals(3 * BLOCK, dst.limit());
+            assertArrayEquals(Arrays.copyOfRange(content, 2 * BLOCK, 5 * BLOCK), bytesOf(dst));
+        }
+    }
+
+    @Test
+    void shouldWriteAlignedRangeThenReadItBack() throws IOException
+    {
+        final Path path = file("target.img", new byte[8 * BLOCK]);
+        final byte[] data = random(2 * BLOCK, 2);
+        try (Volume volume = Volume.open(path, true))
+        {
+            assertTrue(volume.isWritable());
+            final ByteBuffer src = aligned(2 * BLOCK);
+            src.put(data).clear();
+
+            volume.write(4L * BLOCK, src, 2 * BLOCK);
+            volume.force();
+
+            final ByteBuffer dst = aligned(2 * BLOCK);
+            volume.read(4L * BLOCK, dst, 2 * BLOCK);
+            assertArrayEquals(data, bytesOf(dst));
+        }
+        final byte[] onDisk = Files.readAllBytes(path);
+        assertEquals(8 * BLOCK, onDisk.length);
+        assertArrayEquals(new byte[4 * BLOCK], Arrays.copyOfRange(onDisk, 0, 4 * BLOCK));
+        assertArrayEquals(data, Arrays.copyOfRange(onDisk, 4 * BLOCK, 6 * BLOCK));
+        assertArrayEquals(new byte[2 * BLOCK], Arrays.copyOfRange(onDisk, 6 * BLOCK, 8 * BLOCK));
+    }
+
+    @Test
+    void shouldReadChunkEndingInSubBlockTail() throws IOException
+    {
+        final byte[] content = random(ODD_SIZE, 3);
+        final Path path = file("odd.img", content);
+        try (Volume volume = Volume.open(path, false))
+        {
+            assertEquals(ODD_SIZE, volume.size());
+            final ByteBuffer dst = aligned(2 * BLOCK);
+
+            volume.read(2L * BLOCK, dst, BLOCK + 512);
+
+            assertEquals(BLOCK + 512, dst.remaining());
+            assertArrayEquals(Arrays.copyOfRange(content, 2 * BLOCK, ODD_SIZE), bytesOf(dst));
+
+            final ByteBuffer whole = aligned(4 * BLOCK);
+            volume.read(0, whole, ODD_SIZE);
+            assertArrayEquals(content, bytesOf(whole));
+        }
+    }
+
+    @Test
+    void shouldWriteChunkEndingInSubBlockTailWithoutExtendingFile() throws IOException
+    {
+        final Path path = file("odd-target.img", new byte[ODD_SIZE]);
+        final byte[] data = random(BLOCK + 512, 4);
+        try (Volume volume = Volume.open(path, true))
+        {
+            final ByteBuffer src = aligned(2 * BLOCK);
+            src.put(data).clear();
+
+            volume.write(2L * BLOCK, src, BLOCK + 512);
+            volume.force();
+
+            final ByteBuffer dst = aligned(2 * BLOCK);
+            volume.read(2L * BLOCK, dst, BLOCK + 512);
+            assertArrayEquals(data, bytesOf(dst));
+        }
+        assertEquals(ODD_SIZE, Files.size(path), "a tail write must not extend the file");
+        final byte[] onDisk = Files.readAllBytes(path);
+        assertArrayEquals(new byte[2 * BLOCK], Arrays.copyOfRange(onDisk, 0, 2 * BLOCK));
+        assertArrayEquals(data, Arrays.copyOfRange(onDisk, 2 * BLOCK, ODD_SIZE));
+    }
+
+    @Test
+    void shouldReportMissingVolumeAsNotFound()
+    {
+        final Path missing = dir.resolve("nope.img");
+
+        final BlockmoverException ex = assertThrows(BlockmoverException.class, () -> Volume.open(missing, true));
+
+        assertEquals(ErrorCode.NOT_FOUND, ex.code());
+        assertTrue(ex.getMessage().contains(missing.toString()), ex.getMessage());
+        assertTrue(ex.getMessage().contains("truncate -s"), "names the fix: " + ex.getMessage());
+        assertEquals(ErrorCode.NOT_FOUND,
+            assertThrows(BlockmoverException.class, () -> Volume.open(missing, false)).code());
+    }
+
+    @Test
+    void shouldRejectEmptyVolume() throws IOException
+    {
+        final Path empty = file("empty.img", new byte[0]);
+
+        final BlockmoverException ex = assertThrows(BlockmoverException.class, () -> Volume.open(empty, false));
+
+        assertEquals(ErrorCode.MISALIGNED_SIZE, ex.code());
+        assertTrue(ex.getMessage().contains("empty"), ex.getMessage());
+    }
+
+    @Test
+    void shouldRejectSizeNotMultipleOf512() throws IOException
+    {
+        final Path odd = file("odd-size.img", new byte[BLOCK + 100]);
+
+        final BlockmoverException ex = assertThrows(BlockmoverException.class, () -> Volume.open(odd, true));
+
+        assertEquals(ErrorCode.MISALIGNED_SIZE, ex.code());
+        assertTrue(ex.getMessage().contains(String.valueOf(BLOCK + 100)), ex.getMessage());
+        assertEquals(BLOCK + 100, Files.size(odd), "a refused open changes nothing");
+    }
+
+    @Test
+    void shouldRejectDirectoryAsNotAVolume()
+    {
+        final BlockmoverException ex = assertThrows(BlockmoverException.class, () -> Volume.open(dir, false));
+
+        assertEquals(ErrorCode.NOT_A_VOLUME, ex.code());
+    }
+
+    @Test
+    void shouldRefuseSecondWritableOpenOfSameFile() throws IOException
+    {
+        final Path path = file("busy.img", new byte[2 * BLOCK]);
+        try (Volume first = Volume.open(path, true))
+        {
+            final BlockmoverException ex = assertThrows(BlockmoverException.class, () -> Volume.open(path, true));
+
+            assertEquals(ErrorCode.VOLUME_IN_USE, ex.code());
+            assertEquals(ErrorCode.VOLUME_IN_USE,
+                assertThrows(BlockmoverException.class, () -> Volume.open(path, false)).code(),
+                "a writer excludes readers too");
+            assertTrue(first.isWritable());
+        }
+        try (Volume afterClose = Volume.open(path, true))
+        {
+            assertEquals(2 * BLOCK, afterClose.size(), "close releases the lock");
+        }
+    }
+
+    /**
+     * A refused second open must not cost the first one its lock. POSIX record locks belong to the process and
+     * are all dropped when any descriptor of the file is closed, so closing the refused open's channel would let
+     * another process take the file while the first volume still writes it.
+     */
+    @Test
+    void shouldKeepLockAgainstOtherProcessesAfterRefusingSecondOpen() throws Exception
+    {
+        final Path path = file("shared.img", new byte[2 * BLOCK]);
+        final Path probe = file("LockProbe.java", (
+            "import java.nio.channels.FileChannel;\n" +
+            "import java.nio.file.Path;\n" +
+            "import java.nio.file.StandardOpenOption;\n" +
+            "public class LockProbe {\n" +
+            "    public static void main(String[] args) throws Exception {\n" +
+            "        try (FileChannel c = FileChannel.open(Path.of(args[0]), StandardOpenOption.READ,\n" +
+            "            StandardOpenOption.WRITE)) {\n" +
+            "            System.exit(c.tryLock() == null ? 3 : 0);\n" +
+            "        }\n" +
+            "    }\n" +
+            "}\n").getBytes(StandardCharsets.UTF_8));
+        try (Volume first = Volume.open(path, true))
+        {
+            assertEquals(3, lockProbe(probe, path), "another process must not get the lock of an open volume");
+
+            assertThrows(BlockmoverException.class, () -> Volume.open(path, true));
+
+            assertEquals(3, lockProbe(probe, path),
+                "after a refused second open, another process could lock (and write) a volume still in use");
+            assertTrue(first.isWritable());
+        }
+    }
+
+    private static int lockProbe(final Path probe, final Path target) throws Exception
+    {
+        final String java = ProcessHandle.current().info().command().orElse("java");
+        final Process process = new ProcessBuilder(java, probe.toString(), target.toString())
+            .redirectErrorStream(true).start();
+        assertTrue(process.waitFor(60, TimeUnit.SECONDS), "lock probe did not finish");
+        final String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        final int status = process.exitValue();
+        assertTrue(status == 0 || status == 3, "lock probe failed: " + output);
+        return status;
+    }
+
+    @Test
+    void shouldForceWritesOfWritableVolumeAndCloseReadOnlyOneWithoutForce() throws IOException
+    {
+        final Path path = file("force.img", new byte[BLOCK]);
+        final byte[] data = random(BLOCK, 5);
+        final Volume volume = Volume.open(path, true);
+        final ByteBuffer src = aligned(BLOCK);
+        src.put(data).clear();
+        volume.write(0, src, BLOCK);
+
+        volume.force();
+        volume.force();
+        volume.close();
+
+        assertArrayEquals(data, Files.readAllBytes(path));
+        final Volume reader = Volume.open(path, false);
+        reader.close();
+    }
+
+    @Test
+    void shouldOpenLoopDeviceAsExclusiveBlockDevice() throws Exception
+    {
+        assumeTrue(Libc.getuid() == 0, "needs root to attach a loop device (run the unit tests as root to cover " +
+            "the block-device path: BLKGETSIZE64, BLKSSZGET and the O_EXCL claim)");
+        final Path losetup = Path.of("/usr/sbin/losetup");
+        final Path losetupAlt = Path.of("/sbin/losetup");
+        final Path tool = Files.isExecutable(losetup) ? losetup : losetupAlt;
+        assumeTrue(Files.isExecutable(tool), "losetup (util-linux) is not installed");
+        final int size = 256 * BLOCK;
+        final Path backing = file("loop-backing.img", random(size, 6));
+
+        final ProcessResult attach = run(tool.toString(), "--find", "--show", "--sector-size", "4096",
+            backing.toString());
+        assumeTrue(attach.status == 0, "cannot attach a loop device here (container without loop devices?): " +
+            attach.output);
+        final Path device = Path.of(attach.output.trim());
+        try
+        {
+            try (Volume volume = Volume.open(device, true))
+            {
+                assertTrue(volume.isBlockDevice());
+                assertEquals(size, volume.size(), "BLKGETSIZE64");
+                assertEquals(4096, volume.logicalBlockSize(), "BLKSSZGET");
+
+                final BlockmoverException ex =
+                    assertThrows(BlockmoverException.class, () -> Volume.open(device, false));
+                assertEquals(ErrorCode.VOLUME_IN_USE, ex.code(), ex.getMessage());
+                assertTrue(ex.getMessage().contains("fuser"), "names how to find the holder: " + ex.getMessage());
+
+                final byte[] data = random(2 * BLOCK, 7);
+                final ByteBuffer src = aligned(2 * BLOCK);
+                src.put(data).clear();
+                volume.write(8L * BLOCK, src, 2 * BLOCK);
+                volume.force();
+                final ByteBuffer dst = aligned(2 * BLOCK);
+                volume.read(8L * BLOCK, dst, 2 * BLOCK);
+                assertArrayEquals(data, bytesOf(dst));
+            }
+            try (Volume again = Volume.open(device, false))
+            {
+                assertEquals(size, again.size(), "the O_EXCL claim ends with close");
+            }
+        }
+        finally
+        {
+            run(tool.toString(), "--detach", device.toString());
+        }
+    }
+
+    private record ProcessResult(int status, String output)
+    {
+    }
+
+    private static ProcessResult run(final String... command) throws Exception
+    {
+        final Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+        if (!process.waitFor(30, TimeUnit.SECONDS))
+        {
+            process.destroyForcibly();
+            return new ProcessResult(-1, String.join(" ", command) + " timed out");
+        }
+        return new ProcessResult(process.exitValue(),
+            new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
+    }
+}

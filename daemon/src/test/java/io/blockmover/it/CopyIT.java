@@ -1,0 +1,130 @@
+package io.blockmover.it;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+
+import com.fasterxml.jackson.jr.ob.JSON;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Copies between two real daemons with the real command: random data, odd sizes, seeded copy, verify.
+ */
+@Timeout(300)
+class CopyIT
+{
+    private static Testbed testbed;
+
+    @BeforeAll
+    static void up()
+    {
+        testbed = Testbed.up("copy");
+    }
+
+    @AfterAll
+    static void down()
+    {
+        if (testbed != null)
+        {
+            testbed.close();
+        }
+    }
+
+    @AfterEach
+    void noUnexpectedErrors()
+    {
+        assertEquals(0, testbed.counter("site-a", "errors"), () -> testbed.log("site-a"));
+        assertEquals(0, testbed.counter("site-b", "errors"), () -> testbed.log("site-b"));
+    }
+
+    @Test
+    void shouldCopyOddSizedVolumeAndVerifyIt() throws Exception
+    {
+        final long size = 1024L * MIB + 4096 + 512;
+        final Path source = Volumes.random(testbed.dir.resolve("odd-src.img"), size, 1);
+        final Path target = Volumes.zeros(testbed.dir.resolve("odd-dst.img"), size);
+
+        final Run run = testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--verify");
+
+        run.expect(0);
+        assertTrue(run.stdout().contains("verify: both sides identical"), run.stdout());
+        assertNull(Volumes.firstDifference(source, target, size));
+        assertEquals(size, Files.size(target), "the copy must not grow the destination");
+    }
+
+    @Test
+    void shouldReportTheJobAsJsonForScripts() throws Exception
+    {
+        final long size = 64L * MIB;
+        final Path source = Volumes.random(testbed.dir.resolve("json-src.img"), size, 2);
+        final Path target = Volumes.zeros(testbed.dir.resolve("json-dst.img"), size + 8 * MIB);
+
+        final Run run = testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--json").expect(0);
+
+        final Map<String, Object> job = JSON.std.mapFrom(run.stdout());
+        assertEquals("completed", job.get("state"));
+        assertEquals(size, ((Number)job.get("size")).longValue());
+        assertEquals(0L, ((Number)job.get("bytes_remaining")).longValue());
+        assertEquals("tcp", job.get("transport"));
+        assertNull(Volumes.firstDifference(source, target, size));
+        final Run jobs = testbed.cli("site-a", "jobs", "--json").expect(0);
+        assertTrue(jobs.stdout().contains("\"id\" : " + job.get("id")), jobs.stdout());
+    }
+
+    @Test
+    void shouldSendOnlyTheRegionsThatDifferWhenSeeded() throws Exception
+    {
+        final long size = 96L * MIB;
+        final Path source = Volumes.random(testbed.dir.resolve("seed-src.img"), size, 3);
+        final Path target = testbed.dir.resolve("seed-dst.img");
+        Files.copy(source, target);
+        Volumes.patch(source, 5L * MIB + 100, 10, (byte)1);
+        Volumes.patch(source, 40L * MIB, 4096, (byte)2);
+        Volumes.patch(source, size - 512, 512, (byte)3);
+        final long sentBefore = testbed.counter("site-a", "chunks sent");
+        final long receivedBefore = testbed.counter("site-b", "chunks received");
+
+        final Run run = testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--seeded", "--json")
+            .expect(0);
+
+        final Map<String, Object> job = JSON.std.mapFrom(run.stdout());
+        assertEquals(3L, ((Number)job.get("regions_different")).longValue(), run.stdout());
+        assertEquals(3, testbed.counter("site-a", "chunks sent") - sentBefore);
+        assertEquals(3, testbed.counter("site-b", "chunks received") - receivedBefore);
+        assertNull(Volumes.firstDifference(source, target, size));
+    }
+
+    @Test
+    void shouldShowPeersAndTheirTransportInStatus() throws Exception
+    {
+        final Run run = testbed.cli("site-a", "status", "--json").expect(0);
+
+        final Map<String, Object> status = JSON.std.mapFrom(run.stdout());
+        assertEquals("site-a", status.get("node"));
+        final String text = run.stdout();
+        assertTrue(text.contains("\"name\" : \"site-b\"") && text.contains("\"transport\" : \"tcp\""), text);
+        final Run human = testbed.cli("site-a", "status").expect(0);
+        assertTrue(human.stdout().contains("peer site-b at"), human.stdout());
+    }
+
+    @Test
+    void shouldReadCountersWithoutTheDaemon() throws Exception
+    {
+        final Run run = Run.of(60, java.util.List.of(Testbed.script("blockmover"), "stat", "--counters-file",
+            testbed.counters("site-b").toString(), "--json")).expect(0);
+
+        final Map<String, Object> stat = JSON.std.mapFrom(run.stdout());
+        assertEquals("site-b", stat.get("node"));
+        assertEquals(Boolean.TRUE, stat.get("alive"));
+        assertTrue(run.stdout().contains("chunks received"), run.stdout());
+    }
+}

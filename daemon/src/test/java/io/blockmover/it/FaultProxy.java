@@ -1,0 +1,136 @@
+package io.blockmover.it;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A TCP proxy on loopback that forwards a peer link and flips one bit every {@code flipEveryBytes} bytes of the
+ * forward direction, at a random position: a damaged link, for real, between two real daemons.
+ */
+final class FaultProxy implements AutoCloseable
+{
+    private final ServerSocket server;
+    private final long flipEveryBytes;
+    private final AtomicLong flips = new AtomicLong();
+    private final List<Socket> sockets = new ArrayList<>();
+    private volatile InetSocketAddress target;
+    private volatile boolean closed;
+
+    FaultProxy(final long flipEveryBytes) throws IOException
+    {
+        this.flipEveryBytes = flipEveryBytes;
+        this.server = new ServerSocket(0, 16, InetAddress.getLoopbackAddress());
+        final Thread acceptor = new Thread(this::acceptLoop, "fault-proxy-accept");
+        acceptor.setDaemon(true);
+        acceptor.start();
+    }
+
+    int port()
+    {
+        return server.getLocalPort();
+    }
+
+    void target(final String hostPort)
+    {
+        final int colon = hostPort.lastIndexOf(':');
+        target = new InetSocketAddress(hostPort.substring(0, colon), Integer.parseInt(hostPort.substring(colon + 1)));
+    }
+
+    long flips()
+    {
+        return flips.get();
+    }
+
+    private void acceptLoop()
+    {
+        while (!closed)
+        {
+            try
+            {
+                final Socket client = server.accept();
+                final Socket upstream = new Socket();
+                upstream.connect(target, 5000);
+                synchronized (sockets)
+                {
+                    sockets.add(client);
+                    sockets.add(upstream);
+                }
+                pump(client, upstream, true);
+                pump(upstream, client, false);
+            }
+            catch (final IOException ex)
+            {
+                if (closed)
+                {
+                    return;
+                }
+            }
+        }
+    }
+
+    private void pump(final Socket from, final Socket to, final boolean damage)
+    {
+        final Thread thread = new Thread(() ->
+        {
+            final SplittableRandom random = new SplittableRandom(from.getPort());
+            long untilFlip = flipEveryBytes / 2 + random.nextLong(flipEveryBytes);
+            final byte[] buffer = new byte[64 * 1024];
+            try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream())
+            {
+                int n;
+                while ((n = in.read(buffer)) > 0)
+                {
+                    if (damage && untilFlip < n)
+                    {
+                        buffer[(int)untilFlip] ^= (byte)(1 << random.nextInt(8));
+                        flips.incrementAndGet();
+                        untilFlip += flipEveryBytes / 2 + random.nextLong(flipEveryBytes);
+                    }
+                    untilFlip -= n;
+                    out.write(buffer, 0, n);
+                }
+            }
+            catch (final IOException ex)
+            {
+                // One side closed: close the other so the daemons see the link end.
+                closeQuietly(to);
+                closeQuietly(from);
+            }
+            closeQuietly(to);
+        }, "fault-proxy-pump");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    private static void closeQuietly(final Socket socket)
+    {
+        try
+        {
+            socket.close();
+        }
+        catch (final IOException ex)
+        {
+            return;
+        }
+    }
+
+    @Override
+    public void close() throws IOException
+    {
+        closed = true;
+        server.close();
+        synchronized (sockets)
+        {
+            sockets.forEach(FaultProxy::closeQuietly);
+        }
+    }
+}

@@ -1,0 +1,199 @@
+package io.blockmover.it;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.BooleanSupplier;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+import io.blockmover.cli.ControlClient;
+import io.blockmover.cnc.CncFile;
+
+/**
+ * Two real blockmoverd processes started by {@code scripts/testbed} (network namespaces joined by a veth pair
+ * when root, loopback otherwise), driven through the real {@code scripts/blockmover} command and the real control
+ * socket. Every test class gets its own directory, so namespaces never collide.
+ */
+final class Testbed implements AutoCloseable
+{
+    final Path dir;
+    private final Map<String, Map<String, String>> sites = new HashMap<>();
+
+    private Testbed(final Path dir)
+    {
+        this.dir = dir;
+    }
+
+    /**
+     * @param name  short name of the testbed (a directory under the build's temp dir).
+     * @param extra options for {@code testbed up}, e.g. "--set", "flush.bytes=8m".
+     * @return the running testbed.
+     */
+    static Testbed up(final String name, final String... extra)
+    {
+        final Path dir = Path.of(System.getProperty("java.io.tmpdir"), "bm-it-" + name);
+        Run.of(60, List.of(script("testbed"), "down", "--dir", dir.toString()));
+        final List<String> command = new ArrayList<>(List.of(script("testbed"), "up", "--dir", dir.toString()));
+        command.addAll(List.of(extra));
+        final Run run = Run.of(120, command).expect(0);
+        final Testbed testbed = new Testbed(dir);
+        for (final String line : run.stdout().split("\n"))
+        {
+            final String[] words = line.trim().split("\\s+");
+            if (words.length < 2 || !words[0].startsWith("site-"))
+            {
+                continue;
+            }
+            final Map<String, String> fields = new HashMap<>();
+            for (int i = 1; i < words.length; i++)
+            {
+                final int eq = words[i].indexOf('=');
+                fields.put(words[i].substring(0, eq), words[i].substring(eq + 1));
+            }
+            testbed.sites.put(words[0], fields);
+        }
+        if (!testbed.sites.containsKey("site-a") || !testbed.sites.containsKey("site-b"))
+        {
+            throw new AssertionError("testbed up printed no sites: " + run.stdout());
+        }
+        return testbed;
+    }
+
+    static String script(final String name)
+    {
+        return Run.ROOT.resolve("scripts").resolve(name).toString();
+    }
+
+    String socket(final String site)
+    {
+        return sites.get(site).get("socket");
+    }
+
+    Path counters(final String site)
+    {
+        return Path.of(sites.get(site).get("counters"));
+    }
+
+    String address(final String site)
+    {
+        return sites.get(site).get("address");
+    }
+
+    boolean isNamespaces()
+    {
+        return sites.get("site-a").containsKey("netns");
+    }
+
+    /**
+     * Runs the blockmover command against a site's daemon.
+     */
+    Run cli(final String site, final String... args)
+    {
+        final List<String> command = new ArrayList<>(List.of(script("blockmover"), "--help".equals(args[0]) ?
+            "--help" : args[0]));
+        if (!"--help".equals(args[0]))
+        {
+            command.add("--socket");
+            command.add(socket(site));
+        }
+        for (int i = 1; i < args.length; i++)
+        {
+            command.add(args[i]);
+        }
+        return Run.of(600, command);
+    }
+
+    /**
+     * Calls the control API in-process over the real socket (cheaper than a JVM per poll).
+     */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> job(final String site, final long id)
+    {
+        try (ControlClient client = ControlClient.connect(Path.of(socket(site))))
+        {
+            return (Map<String, Object>)client.call("job", Map.of("id", id));
+        }
+    }
+
+    void kill(final String site)
+    {
+        Run.of(60, List.of(script("testbed"), "kill", site, "--dir", dir.toString())).expect(0);
+    }
+
+    void stop(final String site)
+    {
+        Run.of(60, List.of(script("testbed"), "stop", site, "--dir", dir.toString())).expect(0);
+    }
+
+    void start(final String site)
+    {
+        Run.of(120, List.of(script("testbed"), "start", site, "--dir", dir.toString())).expect(0);
+    }
+
+    void link(final String upOrDown)
+    {
+        Run.of(60, List.of(script("testbed"), "link", upOrDown, "--dir", dir.toString())).expect(0);
+    }
+
+    /**
+     * @return the value of a counter, read from the site's counters file as {@code blockmover stat} does.
+     */
+    long counter(final String site, final String label)
+    {
+        try (CncFile cnc = CncFile.openReadOnly(counters(site)))
+        {
+            final long[] value = {-1};
+            cnc.reader().forEach((v, id, l) ->
+            {
+                if (l.equals(label))
+                {
+                    value[0] = v;
+                }
+            });
+            if (value[0] < 0)
+            {
+                throw new AssertionError("no counter '" + label + "' at " + site);
+            }
+            return value[0];
+        }
+    }
+
+    String log(final String site)
+    {
+        try
+        {
+            return Files.readString(dir.resolve(site).resolve("daemon.log"));
+        }
+        catch (final IOException ex)
+        {
+            return "(no log: " + ex + ")";
+        }
+    }
+
+    /**
+     * Waits for a condition with a deadline, polling; never a bare sleep.
+     */
+    static void await(final String what, final long timeoutSeconds, final BooleanSupplier condition)
+    {
+        final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+        while (!condition.getAsBoolean())
+        {
+            if (System.nanoTime() > deadline)
+            {
+                throw new AssertionError("timed out after " + timeoutSeconds + " s waiting for " + what);
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50));
+        }
+    }
+
+    @Override
+    public void close()
+    {
+        Run.of(120, List.of(script("testbed"), "down", "--dir", dir.toString()));
+    }
+}
