@@ -30,10 +30,10 @@ import io.blockmover.conductor.Conductor;
     description = {
         "Block-volume replication daemon. One per host; systemd runs it, the blockmover command drives it.",
         "",
-        "Configuration is a properties file (--config); every property may also be given as",
-        "-Dblockmover.NAME=VALUE, which wins. Peers: peer.NAME.address=HOST:PORT,",
-        "peer.NAME.key.file=FILE (mode 0600, the same key on both hosts),",
-        "peer.NAME.transport=auto|tcp|rdma.",
+        "Configuration is a properties file (--config); any property may also be",
+        "given as -Dblockmover.NAME=VALUE, which wins. Peers are configured with",
+        "peer.NAME.address=HOST:PORT, peer.NAME.key.file=FILE (mode 0600, the same",
+        "key on both hosts) and peer.NAME.transport=auto|tcp|rdma.",
         ""},
     exitCodeListHeading = "%nExit status:%n",
     exitCodeList = {
@@ -66,7 +66,7 @@ public final class Blockmoverd implements Callable<Integer>
         final StringBuilder properties = new StringBuilder("Properties (name = default: meaning):%n");
         for (final Map.Entry<String, String[]> property : Configuration.defaults().entrySet())
         {
-            properties.append(String.format("  %-24s = %-30s %s%n", property.getKey(), property.getValue()[0],
+            properties.append(String.format("  %s = %s%n      %s%n", property.getKey(), property.getValue()[0],
                 property.getValue()[1]).replace("%", "%%"));
         }
         commandLine.getCommandSpec().usageMessage().footer(properties.toString());
