@@ -127,10 +127,17 @@ public final class CncFile implements AutoCloseable
     {
         try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ))
         {
-            final MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_ONLY, 0, channel.size());
+            final long size = channel.size();
+            if (size < HEADER_LENGTH)
+            {
+                throw new BlockmoverException(ErrorCode.NOT_FOUND, path + " is not a blockmover counters file " +
+                    "(or the daemon is still creating it)");
+            }
+            final MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_ONLY, 0, size);
             final UnsafeBuffer header = new UnsafeBuffer(mapped, 0, HEADER_LENGTH);
-            if (channel.size() < HEADER_LENGTH || header.getLongVolatile(MAGIC_OFFSET) != MAGIC ||
-                header.getInt(VERSION_OFFSET) != VERSION)
+            if (header.getLongVolatile(MAGIC_OFFSET) != MAGIC || header.getInt(VERSION_OFFSET) != VERSION ||
+                size < (long)HEADER_LENGTH + header.getInt(METADATA_LENGTH_OFFSET) +
+                header.getInt(VALUES_LENGTH_OFFSET))
             {
                 IoUtil.unmap(mapped);
                 throw new BlockmoverException(ErrorCode.NOT_FOUND, path + " is not a blockmover counters file " +

@@ -19,6 +19,7 @@ import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.AgentRunner;
 import org.agrona.concurrent.AgentTerminationException;
 import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.NanoClock;
 import org.agrona.concurrent.SystemNanoClock;
 
@@ -31,6 +32,8 @@ import io.blockmover.control.ControlServer;
 import io.blockmover.daemon.Context;
 import io.blockmover.daemon.PeerConfig;
 import io.blockmover.io.Volume;
+import io.blockmover.transport.ConnectionIdleStrategy;
+import io.blockmover.transport.FrameConnection;
 
 /**
  * The one agent that owns every resource of the daemon: the slab, the counters file, the control socket, the
@@ -53,6 +56,7 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final NanoClock clock = SystemNanoClock.INSTANCE;
     private final SecureRandom random = new SecureRandom();
     private final Map<Long, CopyJob> jobs = new TreeMap<>();
+    private final List<CopyJob> jobsSnapshot = new ArrayList<>();
     private final List<InboundConnection> inbound = new ArrayList<>();
     private final long startMs = System.currentTimeMillis();
     private long nextJobId;
@@ -133,7 +137,9 @@ public final class Conductor implements Agent, ControlServer.Handler
                 it.remove();
             }
         }
-        for (final CopyJob job : new ArrayList<>(jobs.values()))
+        jobsSnapshot.clear();
+        jobsSnapshot.addAll(jobs.values()); // A job may discard itself while we iterate.
+        for (final CopyJob job : jobsSnapshot)
         {
             try
             {
@@ -424,9 +430,15 @@ public final class Conductor implements Agent, ControlServer.Handler
         return peer;
     }
 
-    AgentRunner newDataRunner(final Agent agent)
+    /**
+     * A runner for a stage of the data path. Network stages wait on their connection; disk stages back off to
+     * short parks (their producers are at most a chunk ahead, so a fraction of a chunk's time is the right nap).
+     */
+    AgentRunner newDataRunner(final Agent agent, final FrameConnection connection)
     {
-        return new AgentRunner(new BackoffIdleStrategy(100, 10, 1_000, 200_000),
+        final IdleStrategy idle = connection != null ? new ConnectionIdleStrategy(connection) :
+            new BackoffIdleStrategy(20, 5, 10_000, 250_000);
+        return new AgentRunner(idle,
             (throwable) ->
             {
                 // A stage ends by throwing AgentTerminationException; the session's status says why.

@@ -14,6 +14,8 @@ import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 import io.blockmover.control.ControlServer;
 import io.blockmover.io.Volume;
+import io.blockmover.pipeline.Reader;
+import io.blockmover.pipeline.Sender;
 import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.pipeline.SourceSession;
 import io.blockmover.protocol.FrameType;
@@ -338,8 +340,8 @@ final class CopyJob
             channel.connection(), credits, flushChunks, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
             conductor.ctx().digestBatch(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.cnc(), bytesRemaining, bytesCopied);
-        readerRunner = conductor.newDataRunner(new io.blockmover.pipeline.Reader(session));
-        senderRunner = conductor.newDataRunner(new io.blockmover.pipeline.Sender(session, conductor.clock()));
+        readerRunner = conductor.newDataRunner(new Reader(session), null);
+        senderRunner = conductor.newDataRunner(new Sender(session, conductor.clock()), session.connection());
         AgentRunner.startOnThread(readerRunner);
         AgentRunner.startOnThread(senderRunner);
         step = STEP_IDLE;

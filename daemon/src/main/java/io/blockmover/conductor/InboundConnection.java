@@ -206,8 +206,8 @@ final class InboundConnection
         opened.put("size", volume.size());
         opened.put("flush_chunks", flushChunks(chunkLength));
         channel.sendJson(FrameType.OPENED, sessionId, opened);
-        receiverRunner = conductor.newDataRunner(new Receiver(session, conductor.clock()));
-        writerRunner = conductor.newDataRunner(new Writer(session, conductor.clock()));
+        receiverRunner = conductor.newDataRunner(new Receiver(session, conductor.clock()), session.connection());
+        writerRunner = conductor.newDataRunner(new Writer(session, conductor.clock()), null);
         AgentRunner.startOnThread(receiverRunner);
         AgentRunner.startOnThread(writerRunner);
         step = STEP_RUNNING;

@@ -5,7 +5,7 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 
 import org.agrona.concurrent.AgentRunner;
-import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.SleepingMillisIdleStrategy;
 import org.agrona.concurrent.ShutdownSignalBarrier;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -118,7 +118,8 @@ public final class Blockmoverd implements Callable<Integer>
 
         final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
         final AgentRunner runner = new AgentRunner(
-            new BackoffIdleStrategy(10, 10, 10_000, 1_000_000),
+            // The conductor serves control requests and timers: a millisecond of latency costs nothing there.
+            new SleepingMillisIdleStrategy(1),
             (throwable) -> LOG.log(System.Logger.Level.ERROR, "conductor error", throwable),
             cnc.counter(SystemCounter.ERRORS),
             conductor);

@@ -12,6 +12,9 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.OpenOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 import com.sun.jna.LastErrorException;
 import com.sun.nio.file.ExtendedOpenOption;
@@ -28,7 +31,8 @@ import io.blockmover.buffer.Slab;
  * of a volume whose size is a multiple of 512 but not of 4096) goes through a second, buffered channel; a
  * {@link #force()} makes both durable, as fdatasync covers the whole inode. Block devices are claimed with
  * O_EXCL for as long as they are open, so a mount or another exclusive opener fails instead of racing us.
- * Regular files are locked (shared for reading, exclusive for writing).
+ * Regular files are locked against other processes (shared for reading, exclusive for writing) and opened at
+ * most once in this JVM.
  * <p>
  * Reads and writes may come from any one thread at a time per direction; open and close are for the conductor.
  */
@@ -37,6 +41,13 @@ public final class Volume implements AutoCloseable
     private static final int S_IFMT = 0170000;
     private static final int S_IFBLK = 0060000;
     private static final int S_IFREG = 0100000;
+
+    /**
+     * Regular files open in this JVM, by inode. POSIX record locks belong to the process: a second channel on the
+     * same file, opened and closed again to refuse a second job, would drop the first job's lock for every other
+     * process. So a second open in this JVM is refused before any channel is opened.
+     */
+    private static final Set<Object> OPEN_FILES = ConcurrentHashMap.newKeySet();
 
     private final Path path;
     private final boolean writable;
@@ -47,6 +58,7 @@ public final class Volume implements AutoCloseable
     private final FileChannel buffered;
     private final FileLock lock;
     private final int claimFd;
+    private final Object fileKey;
 
     private Volume(
         final Path path,
@@ -57,7 +69,8 @@ public final class Volume implements AutoCloseable
         final FileChannel direct,
         final FileChannel buffered,
         final FileLock lock,
-        final int claimFd)
+        final int claimFd,
+        final Object fileKey)
     {
         this.path = path;
         this.writable = writable;
@@ -68,6 +81,7 @@ public final class Volume implements AutoCloseable
         this.buffered = buffered;
         this.lock = lock;
         this.claimFd = claimFd;
+        this.fileKey = fileKey;
     }
 
     /**
@@ -105,6 +119,7 @@ public final class Volume implements AutoCloseable
         }
 
         int claimFd = -1;
+        Object fileKey = null;
         FileChannel direct = null;
         FileChannel buffered = null;
         FileLock lock = null;
@@ -120,6 +135,13 @@ public final class Volume implements AutoCloseable
             }
             else
             {
+                final Object key = Files.readAttributes(path, BasicFileAttributes.class).fileKey();
+                if (!OPEN_FILES.add(key))
+                {
+                    throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path +
+                        " is in use by another blockmover job: wait for it or cancel it first");
+                }
+                fileKey = key;
                 size = Files.size(path);
             }
             if (size == 0)
@@ -145,17 +167,18 @@ public final class Volume implements AutoCloseable
                 new OpenOption[] {StandardOpenOption.READ, ExtendedOpenOption.DIRECT};
             direct = FileChannel.open(path, directOptions);
 
-            return new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered, lock, claimFd);
+            return new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered, lock, claimFd,
+                fileKey);
         }
         catch (final AccessDeniedException ex)
         {
-            closeQuietly(direct, buffered, lock, claimFd);
+            closeQuietly(direct, buffered, lock, claimFd, fileKey);
             throw new BlockmoverException(ErrorCode.PERMISSION_DENIED, "permission denied opening " + path +
                 (writable ? " for writing" : "") + ": run blockmoverd as a user that may, or fix the owner/mode");
         }
         catch (final IOException ex)
         {
-            closeQuietly(direct, buffered, lock, claimFd);
+            closeQuietly(direct, buffered, lock, claimFd, fileKey);
             if (ex.getMessage() != null && ex.getMessage().contains("Invalid argument"))
             {
                 throw new BlockmoverException(ErrorCode.NOT_A_VOLUME,
@@ -166,7 +189,7 @@ public final class Volume implements AutoCloseable
         }
         catch (final RuntimeException ex)
         {
-            closeQuietly(direct, buffered, lock, claimFd);
+            closeQuietly(direct, buffered, lock, claimFd, fileKey);
             throw ex;
         }
     }
@@ -215,7 +238,8 @@ public final class Volume implements AutoCloseable
     }
 
     private static void closeQuietly(
-        final FileChannel direct, final FileChannel buffered, final FileLock lock, final int claimFd)
+        final FileChannel direct, final FileChannel buffered, final FileLock lock, final int claimFd,
+        final Object fileKey)
     {
         try
         {
@@ -239,6 +263,10 @@ public final class Volume implements AutoCloseable
         if (claimFd >= 0)
         {
             Libc.close(claimFd);
+        }
+        if (fileKey != null)
+        {
+            OPEN_FILES.remove(fileKey);
         }
     }
 
@@ -359,7 +387,7 @@ public final class Volume implements AutoCloseable
         }
         finally
         {
-            closeQuietly(direct, buffered, lock, claimFd);
+            closeQuietly(direct, buffered, lock, claimFd, fileKey);
         }
     }
 

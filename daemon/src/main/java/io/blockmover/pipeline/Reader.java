@@ -98,6 +98,7 @@ public final class Reader implements Agent
         finally
         {
             session.ring.publish(sequence);
+            session.connection.wakeup();
         }
         cursor = chunk + 1;
         return 1;
@@ -156,6 +157,7 @@ public final class Reader implements Agent
         finally
         {
             session.ring.publish(sequence);
+            session.connection.wakeup();
         }
         cursor++;
         return 1;

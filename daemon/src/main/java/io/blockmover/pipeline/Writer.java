@@ -80,6 +80,7 @@ public final class Writer implements Agent
                 if (unforcedChunks > 0 && clock.nanoTime() - firstUnforcedNs >= session.flushIntervalNs)
                 {
                     forceAndAnnounce();
+                    session.connection.wakeup();
                     return 1;
                 }
                 return 0;
@@ -120,6 +121,7 @@ public final class Writer implements Agent
             {
                 forceAndAnnounce();
             }
+            session.connection.wakeup(); // The receiver sends what we emitted.
             return processed;
         }
         catch (final IOException ex)

@@ -68,6 +68,28 @@ public interface FrameConnection extends AutoCloseable
     boolean receivePayload(ByteBuffer dst) throws IOException;
 
     /**
+     * Blocks until the connection can make progress (bytes to read, or room for a pending send), until
+     * {@link #wakeup()} is called, or until the timeout passes: how a network agent idles without spinning on
+     * system calls. Owner thread only; allocates nothing. A transport must override it; the default only yields,
+     * which suits test doubles driven by hand.
+     *
+     * @param timeoutMs longest wait in milliseconds.
+     * @throws IOException when the connection failed.
+     */
+    default void awaitIo(long timeoutMs) throws IOException
+    {
+        Thread.yield();
+    }
+
+    /**
+     * Ends a current or the next {@link #awaitIo(long)} at once: a stage that handed the owner work calls it.
+     * Any thread. The default does nothing, for transports whose {@link #awaitIo(long)} does not block.
+     */
+    default void wakeup()
+    {
+    }
+
+    /**
      * @return bytes sent so far.
      */
     long bytesSent();

@@ -4,7 +4,10 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
+import java.util.function.Consumer;
 
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
@@ -18,6 +21,9 @@ import io.blockmover.transport.FrameConnection;
 public final class TcpFrameConnection implements FrameConnection
 {
     private final SocketChannel channel;
+    private final Selector selector;
+    private final SelectionKey key;
+    private final Consumer<SelectionKey> onReady = (readyKey) -> { };
     private final String remoteAddress;
     private final ByteBuffer[] sendVector = new ByteBuffer[2];
     private int sendVectorLength;
@@ -37,6 +43,26 @@ public final class TcpFrameConnection implements FrameConnection
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
         channel.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
         this.remoteAddress = String.valueOf(channel.getRemoteAddress());
+        this.selector = Selector.open();
+        this.key = channel.register(selector, SelectionKey.OP_READ);
+    }
+
+    @Override
+    public void awaitIo(final long timeoutMs) throws IOException
+    {
+        final int ops = sendPending ? SelectionKey.OP_READ | SelectionKey.OP_WRITE : SelectionKey.OP_READ;
+        if (key.interestOps() != ops)
+        {
+            key.interestOps(ops);
+        }
+        // The consumer form does not fill the selected-key set, so a wait allocates nothing.
+        selector.select(onReady, timeoutMs);
+    }
+
+    @Override
+    public void wakeup()
+    {
+        selector.wakeup();
     }
 
     @Override
@@ -150,6 +176,7 @@ public final class TcpFrameConnection implements FrameConnection
     {
         try
         {
+            selector.close();
             channel.close();
         }
         catch (final IOException ex)
