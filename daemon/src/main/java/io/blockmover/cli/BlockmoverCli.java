@@ -323,13 +323,23 @@ public final class BlockmoverCli
                 return;
             }
             lastPrintNs = now;
-            final double fraction = size == 0 ? 1 : (double)done / size;
             final int width = 30;
-            final int filled = (int)Math.round(fraction * width);
-            final String bar = "=".repeat(Math.max(0, filled)) + " ".repeat(Math.max(0, width - filled));
-            final String line = String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s", bar,
-                fraction * 100, Format.bytes(done), Format.bytes(size), Format.rate(rate),
-                Format.duration(rate > 0 ? (size - done) / rate : Double.NaN), job.get("phase"));
+            final String line;
+            if (job.get("phase_total") instanceof Number total && total.longValue() > 0)
+            {
+                // Seeding or verifying: progress is regions compared on both sides, not bytes sent.
+                final long checked = ((Number)job.get("phase_done")).longValue();
+                final double fraction = (double)checked / total.longValue();
+                line = String.format(Locale.ROOT, "[%s] %5.1f%% %s: %d of %d regions compared", bar(fraction, width),
+                    fraction * 100, job.get("phase"), checked, total.longValue());
+            }
+            else
+            {
+                final double fraction = size == 0 ? 1 : (double)done / size;
+                line = String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s", bar(fraction, width),
+                    fraction * 100, Format.bytes(done), Format.bytes(size), Format.rate(rate),
+                    Format.duration(rate > 0 ? (size - done) / rate : Double.NaN), job.get("phase"));
+            }
             if (terminal)
             {
                 out.print("\r" + line + "   ");
@@ -340,6 +350,12 @@ public final class BlockmoverCli
                 out.println(line);
             }
             out.flush();
+        }
+
+        private static String bar(final double fraction, final int width)
+        {
+            final int filled = Math.max(0, Math.min(width, (int)Math.round(fraction * width)));
+            return "=".repeat(filled) + " ".repeat(width - filled);
         }
 
         void end()

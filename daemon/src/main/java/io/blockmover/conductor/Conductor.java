@@ -342,6 +342,11 @@ public final class Conductor implements Agent, ControlServer.Handler
         final long remaining = job.bytesRemaining();
         d.put("bytes_remaining", remaining);
         d.put("bytes_done", job.size - remaining);
+        if ("seeding".equals(job.phase) || "verifying".equals(job.phase))
+        {
+            d.put("phase_done", job.regionsChecked());
+            d.put("phase_total", job.chunkCount());
+        }
         d.put("verify", job.verify);
         d.put("seeded", job.seeded);
         d.put("transport", job.transport);

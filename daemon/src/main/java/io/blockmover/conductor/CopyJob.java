@@ -537,6 +537,14 @@ final class CopyJob
         bytesCopied = null;
     }
 
+    /**
+     * @return regions compared so far in a seeding or verify pass.
+     */
+    long regionsChecked()
+    {
+        return session != null ? session.regionsChecked() : 0;
+    }
+
     void forceBitmap()
     {
         if (bitmap != null)

@@ -20,6 +20,7 @@ import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.protocol.ProtocolException;
 
 /**
  * Destination stage 1: owns the connection. Reads each CHUNK's payload straight into the slot of the next ring
@@ -108,8 +109,8 @@ public final class Receiver implements Agent
         catch (final IOException ex)
         {
             session.cnc.counter(SystemCounter.CONNECTIONS_LOST).increment();
-            session.status.fail(ErrorCode.PEER_UNREACHABLE, "connection from " + session.connection.remoteAddress() +
-                " lost: " + ex.getMessage(), true);
+            session.status.fail(ex instanceof ProtocolException ? ErrorCode.PROTOCOL_ERROR : ErrorCode.PEER_UNREACHABLE,
+                "connection from " + session.connection.remoteAddress() + " lost: " + ex.getMessage(), true);
             throw new AgentTerminationException(ex);
         }
         return work;
@@ -325,9 +326,9 @@ public final class Receiver implements Agent
         return 0;
     }
 
-    private IOException protocolError(final String message)
+    private ProtocolException protocolError(final String message)
     {
         frameErrors.increment();
-        return new IOException(message);
+        return new ProtocolException(message);
     }
 }

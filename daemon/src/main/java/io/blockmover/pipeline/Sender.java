@@ -3,6 +3,7 @@ package io.blockmover.pipeline;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.zip.CRC32C;
 
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.Agent;
@@ -16,6 +17,7 @@ import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.protocol.ProtocolException;
 
 /**
  * Source stage 2: owns the connection for the life of the session. Sends the chunks the {@link Reader}
@@ -31,6 +33,7 @@ public final class Sender implements Agent
     private final NanoClock clock;
     private final FrameHeader sendHeader = new FrameHeader();
     private final FrameHeader receiveHeader = new FrameHeader();
+    private final CRC32C crc32c = new CRC32C();
     private final ByteBuffer receivePayload =
         BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64).order(ByteOrder.LITTLE_ENDIAN);
     private final AtomicCounter chunksSent;
@@ -120,8 +123,8 @@ public final class Sender implements Agent
         catch (final IOException ex)
         {
             session.cnc.counter(SystemCounter.CONNECTIONS_LOST).increment();
-            session.status.fail(ErrorCode.PEER_UNREACHABLE, "connection to " + session.connection.remoteAddress() +
-                " lost: " + ex.getMessage(), true);
+            session.status.fail(ex instanceof ProtocolException ? ErrorCode.PROTOCOL_ERROR : ErrorCode.PEER_UNREACHABLE,
+                "connection to " + session.connection.remoteAddress() + " lost: " + ex.getMessage(), true);
             throw new AgentTerminationException(ex);
         }
         return work;
@@ -270,6 +273,7 @@ public final class Sender implements Agent
             work++;
         }
 
+        session.regionsChecked(digestsCompared);
         if (digestsCompared == session.chunkCount)
         {
             if (seeding)
@@ -359,7 +363,7 @@ public final class Sender implements Agent
                 if (problem != null)
                 {
                     frameErrors.increment();
-                    throw new IOException("bad frame from peer: " + problem);
+                    throw new ProtocolException("bad frame from peer: " + problem);
                 }
                 headerReceived = true;
                 receivePayload.clear().limit(receiveHeader.payloadLength());
@@ -370,6 +374,17 @@ public final class Sender implements Agent
             }
             headerReceived = false;
             receivePayload.flip();
+            if (receiveHeader.payloadLength() > 0)
+            {
+                crc32c.reset();
+                crc32c.update(receivePayload);
+                receivePayload.flip();
+                if ((int)crc32c.getValue() != receiveHeader.payloadCrc())
+                {
+                    frameErrors.increment();
+                    throw new ProtocolException("payload CRC mismatch on a " + receiveHeader.type() + " frame");
+                }
+            }
             onFrame();
             work++;
         }
@@ -385,7 +400,7 @@ public final class Sender implements Agent
                 if (writtenNotDurableCount == session.writtenNotDurable.length)
                 {
                     frameErrors.increment();
-                    throw new IOException("peer acknowledged more chunks than it may hold unforced");
+                    throw new ProtocolException("peer acknowledged more chunks than it may hold unforced");
                 }
                 session.writtenNotDurable[writtenNotDurableCount++] = chunkIndex();
                 credits++;
@@ -420,7 +435,7 @@ public final class Sender implements Agent
             default ->
             {
                 frameErrors.increment();
-                throw new IOException("unexpected " + type + " frame from the destination");
+                throw new ProtocolException("unexpected " + type + " frame from the destination");
             }
         }
     }
@@ -450,7 +465,7 @@ public final class Sender implements Agent
         if (chunk < 0 || chunk >= session.chunkCount)
         {
             frameErrors.increment();
-            throw new IOException("peer acknowledged chunk " + chunk + " of " + session.chunkCount);
+            throw new ProtocolException("peer acknowledged chunk " + chunk + " of " + session.chunkCount);
         }
         return chunk;
     }
@@ -463,7 +478,7 @@ public final class Sender implements Agent
             receivePayload.remaining() != count * 4)
         {
             frameErrors.increment();
-            throw new IOException("unexpected checksums for regions " + start + "+" + count);
+            throw new ProtocolException("unexpected checksums for regions " + start + "+" + count);
         }
         for (int i = 0; i < count; i++)
         {

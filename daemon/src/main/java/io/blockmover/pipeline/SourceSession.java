@@ -58,6 +58,7 @@ public final class SourceSession
     private volatile long regionsDifferent;
     private volatile long verifyMismatches;
     private volatile boolean verified;
+    private volatile long regionsChecked;
 
     /**
      * @param sessionId           carried in every frame.
@@ -210,6 +211,24 @@ public final class SourceSession
     void verified(final boolean value)
     {
         verified = value;
+    }
+
+    /**
+     * @return regions whose checksums both sides have compared in the current seeding or verify pass.
+     */
+    public long regionsChecked()
+    {
+        return regionsChecked;
+    }
+
+    void regionsChecked(final long value)
+    {
+        regionsChecked = value;
+    }
+
+    public long chunkCount()
+    {
+        return chunkCount;
     }
 
     public FrameConnection connection()

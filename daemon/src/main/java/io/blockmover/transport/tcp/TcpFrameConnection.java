@@ -20,6 +20,9 @@ import io.blockmover.transport.FrameConnection;
  */
 public final class TcpFrameConnection implements FrameConnection
 {
+    /** Room for several chunks in the kernel, so each system call moves a chunk rather than a sliver of one. */
+    private static final int SOCKET_BUFFER_BYTES = 4 * 1024 * 1024;
+
     private final SocketChannel channel;
     private final Selector selector;
     private final SelectionKey key;
@@ -42,6 +45,8 @@ public final class TcpFrameConnection implements FrameConnection
         channel.configureBlocking(false);
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
         channel.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
+        channel.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
+        channel.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
         this.remoteAddress = String.valueOf(channel.getRemoteAddress());
         this.selector = Selector.open();
         this.key = channel.register(selector, SelectionKey.OP_READ);
