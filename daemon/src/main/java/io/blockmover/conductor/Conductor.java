@@ -3,6 +3,9 @@ package io.blockmover.conductor;
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.net.StandardSocketOptions;
+import java.nio.channels.ClosedSelectorException;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
@@ -13,6 +16,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.Consumer;
 
 import org.agrona.CloseHelper;
 import org.agrona.concurrent.Agent;
@@ -57,6 +61,8 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final SecureRandom random = new SecureRandom();
     private final Map<Long, CopyJob> jobs = new TreeMap<>();
     private final List<CopyJob> jobsSnapshot = new ArrayList<>();
+    private final Selector selector;
+    private final Consumer<SelectionKey> onReady = (key) -> { };
     private final List<InboundConnection> inbound = new ArrayList<>();
     private final long startMs = System.currentTimeMillis();
     private long nextJobId;
@@ -95,6 +101,17 @@ public final class Conductor implements Agent, ControlServer.Handler
         {
             CloseHelper.quietClose(listener);
             throw ex;
+        }
+        try
+        {
+            selector = Selector.open();
+            listener.register(selector, SelectionKey.OP_ACCEPT);
+            control.register(selector);
+        }
+        catch (final IOException ex)
+        {
+            CloseHelper.quietCloseAll(listener, control);
+            throw new BlockmoverException(ErrorCode.INTERNAL, "cannot create the conductor's selector: " + ex, ex);
         }
         nextJobId = jobStore.nextId();
         for (final Map<String, Object> record : jobStore.loadAll())
@@ -198,6 +215,65 @@ public final class Conductor implements Agent, ControlServer.Handler
         return work;
     }
 
+    /**
+     * How the conductor idles: asleep in its selector until a peer connects or a control request arrives, at most
+     * until the next housekeeping tick; only while a handshake is under way (whose sockets it polls) for at most
+     * a millisecond. An idle daemon wakes ten times a second.
+     *
+     * @return the idle strategy for the conductor's runner.
+     */
+    public IdleStrategy idleStrategy()
+    {
+        return new IdleStrategy()
+        {
+            @Override
+            public void idle(final int workCount)
+            {
+                if (workCount == 0)
+                {
+                    idle();
+                }
+            }
+
+            @Override
+            public void idle()
+            {
+                try
+                {
+                    selector.select(onReady, isHandshaking() ? 1 : HOUSEKEEPING_INTERVAL_NS / 1_000_000);
+                }
+                catch (final IOException | ClosedSelectorException ex)
+                {
+                    Thread.yield();
+                }
+            }
+
+            @Override
+            public void reset()
+            {
+            }
+        };
+    }
+
+    private boolean isHandshaking()
+    {
+        for (final InboundConnection connection : inbound)
+        {
+            if (connection.isHandshaking())
+            {
+                return true;
+            }
+        }
+        for (final CopyJob job : jobs.values())
+        {
+            if (job.isHandshaking())
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
     @Override
     public void onClose()
     {
@@ -211,6 +287,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         }
         CloseHelper.quietClose(listener);
         control.close();
+        CloseHelper.quietClose(selector);
     }
 
     @Override

@@ -96,6 +96,14 @@ final class CopyJob
     /**
      * @return whether the job has been accepted by the peer and persisted (a new job is not, until OPENED).
      */
+    /**
+     * @return whether the job is connecting or authenticating right now (its socket is polled, not selected).
+     */
+    boolean isHandshaking()
+    {
+        return step != STEP_IDLE;
+    }
+
     boolean isPersisted()
     {
         return pendingClient == null;

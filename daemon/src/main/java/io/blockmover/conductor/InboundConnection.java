@@ -55,6 +55,11 @@ final class InboundConnection
         this.deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
     }
 
+    boolean isHandshaking()
+    {
+        return step < STEP_RUNNING;
+    }
+
     boolean isClosed()
     {
         return step == STEP_CLOSED;

@@ -5,6 +5,8 @@ import java.net.ConnectException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
@@ -61,6 +63,7 @@ public final class ControlServer implements AutoCloseable
     private final String allowedGroup;
     private final String ownUser = System.getProperty("user.name");
     private final List<Client> clients = new ArrayList<>();
+    private Selector selector;
     private long rejected;
 
     /**
@@ -123,6 +126,19 @@ public final class ControlServer implements AutoCloseable
     }
 
     /**
+     * Registers the socket and every client from now on with a selector, so the owner can sleep until a
+     * request arrives instead of polling.
+     *
+     * @param selector of the owner's thread.
+     * @throws IOException when registration fails.
+     */
+    public void register(final Selector selector) throws IOException
+    {
+        this.selector = selector;
+        server.register(selector, SelectionKey.OP_ACCEPT);
+    }
+
+    /**
      * @return requests refused for credentials or malformed input since start.
      */
     public long rejected()
@@ -145,6 +161,10 @@ public final class ControlServer implements AutoCloseable
             while ((channel = server.accept()) != null)
             {
                 channel.configureBlocking(false);
+                if (selector != null)
+                {
+                    channel.register(selector, SelectionKey.OP_READ);
+                }
                 final Client client = new Client(channel);
                 clients.add(client);
                 work++;
@@ -287,13 +307,24 @@ public final class ControlServer implements AutoCloseable
                 channel.write(head);
                 if (head.hasRemaining())
                 {
+                    interest(SelectionKey.OP_READ | SelectionKey.OP_WRITE);
                     return;
                 }
                 out.poll();
             }
+            interest(SelectionKey.OP_READ);
             if (closeAfterWrite)
             {
                 close();
+            }
+        }
+
+        private void interest(final int ops)
+        {
+            final SelectionKey key = selector == null ? null : channel.keyFor(selector);
+            if (key != null && key.isValid() && key.interestOps() != ops)
+            {
+                key.interestOps(ops);
             }
         }
 

@@ -5,7 +5,6 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 
 import org.agrona.concurrent.AgentRunner;
-import org.agrona.concurrent.SleepingMillisIdleStrategy;
 import org.agrona.concurrent.ShutdownSignalBarrier;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -118,8 +117,7 @@ public final class Blockmoverd implements Callable<Integer>
 
         final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
         final AgentRunner runner = new AgentRunner(
-            // The conductor serves control requests and timers: a millisecond of latency costs nothing there.
-            new SleepingMillisIdleStrategy(1),
+            conductor.idleStrategy(),
             (throwable) -> LOG.log(System.Logger.Level.ERROR, "conductor error", throwable),
             cnc.counter(SystemCounter.ERRORS),
             conductor);
