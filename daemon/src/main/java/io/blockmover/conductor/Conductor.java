@@ -38,6 +38,11 @@ import io.blockmover.daemon.PeerConfig;
 import io.blockmover.io.Volume;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
+import io.blockmover.transport.rdma.RdmaDevices;
+import io.blockmover.transport.rdma.RdmaFrameConnection;
+import io.blockmover.transport.tcp.TcpFrameConnection;
+import io.blockmover.rdma.RdmaEndpoint;
+import io.blockmover.rdma.RdmaListener;
 
 /**
  * The one agent that owns every resource of the daemon: the slab, the counters file, the control socket, the
@@ -62,6 +67,9 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final Map<Long, CopyJob> jobs = new TreeMap<>();
     private final List<CopyJob> jobsSnapshot = new ArrayList<>();
     private final Selector selector;
+    private final RdmaDevices rdmaDevices = new RdmaDevices();
+    private RdmaListener rdmaListener;
+    private String rdmaListenerNote = "no peer uses RDMA";
     private final Consumer<SelectionKey> onReady = (key) -> { };
     private final List<InboundConnection> inbound = new ArrayList<>();
     private final long startMs = System.currentTimeMillis();
@@ -113,6 +121,7 @@ public final class Conductor implements Agent, ControlServer.Handler
             CloseHelper.quietCloseAll(listener, control);
             throw new BlockmoverException(ErrorCode.INTERNAL, "cannot create the conductor's selector: " + ex, ex);
         }
+        openRdmaListener();
         nextJobId = jobStore.nextId();
         for (final Map<String, Object> record : jobStore.loadAll())
         {
@@ -145,6 +154,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         final long nowNs = clock.nanoTime();
         int work = control.poll(this);
         work += acceptPeers(nowNs);
+        work += acceptRdmaPeers(nowNs);
         for (final Iterator<InboundConnection> it = inbound.iterator(); it.hasNext();)
         {
             final InboundConnection connection = it.next();
@@ -199,7 +209,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 cnc.counter(SystemCounter.CONNECTIONS_ACCEPTED).increment();
                 try
                 {
-                    inbound.add(new InboundConnection(this, socket, nowNs));
+                    inbound.add(new InboundConnection(this, new TcpFrameConnection(socket), nowNs));
                 }
                 catch (final IOException ex)
                 {
@@ -274,6 +284,120 @@ public final class Conductor implements Agent, ControlServer.Handler
         return false;
     }
 
+    /**
+     * Listens for RDMA peers when some peer may use RDMA and an RDMA device owns the address peers reach us on
+     * (the listen address, or when that is a wildcard, the local address that routes to a peer).
+     */
+    private void openRdmaListener()
+    {
+        boolean wanted = false;
+        for (final PeerConfig peer : ctx.peers().values())
+        {
+            wanted |= peer.transport() != PeerConfig.TransportKind.TCP;
+        }
+        if (!wanted)
+        {
+            return;
+        }
+        final List<RdmaDevices.Choice> candidates = new ArrayList<>();
+        if (!ctx.listen().getAddress().isAnyLocalAddress())
+        {
+            candidates.add(rdmaDevices.on(ctx.listen().getAddress()));
+        }
+        else
+        {
+            for (final PeerConfig peer : ctx.peers().values())
+            {
+                candidates.add(rdmaDevices.towards(peer.address()));
+            }
+        }
+        rdmaListenerNote = "no RDMA listener";
+        for (final RdmaDevices.Choice choice : candidates)
+        {
+            if (!choice.isRdma())
+            {
+                rdmaListenerNote = "no RDMA listener: " + choice.reason();
+                continue;
+            }
+            try
+            {
+                final int port = ctx.listen().getPort() + RdmaDevices.PORT_OFFSET;
+                rdmaListener = RdmaListener.listen(choice.device(), port, 16,
+                    RdmaDevices.context(choice.device(), rdmaReceiveDepth()));
+                rdmaListenerNote = "RDMA listener on " + choice.device().name() + " " +
+                    choice.device().localAddress().getHostAddress() + ":" + port;
+                log(rdmaListenerNote);
+                return;
+            }
+            catch (final RuntimeException ex)
+            {
+                rdmaListenerNote = "no RDMA listener: " + ex.getMessage();
+            }
+        }
+        log(rdmaListenerNote);
+    }
+
+    private int acceptRdmaPeers(final long nowNs)
+    {
+        if (rdmaListener == null)
+        {
+            return 0;
+        }
+        int work = 0;
+        RdmaEndpoint endpoint;
+        while ((endpoint = rdmaListener.poll()) != null)
+        {
+            cnc.counter(SystemCounter.CONNECTIONS_ACCEPTED).increment();
+            try
+            {
+                // Receives are posted before accept: iWARP has no retry for a SEND that finds none.
+                final RdmaFrameConnection connection =
+                    RdmaFrameConnection.create(endpoint, maxFramePayload(), rdmaReceiveDepth());
+                endpoint.accept(nowNs, ctx.connectTimeoutNs());
+                inbound.add(new InboundConnection(this, connection, nowNs));
+            }
+            catch (final IOException | RuntimeException ex)
+            {
+                error("RDMA connection from " + endpoint.remoteAddress() + " failed: " + ex.getMessage());
+                endpoint.close();
+            }
+            work++;
+        }
+        return work;
+    }
+
+    /**
+     * Which transport reaches a peer, and why: {@code tcp} as configured; {@code rdma} only when a device owns
+     * the local address that routes to the peer (else an error for the job, never a silent fallback);
+     * {@code auto} RDMA when it can, TCP otherwise.
+     */
+    RdmaDevices.Choice transportFor(final PeerConfig peer)
+    {
+        if (peer.transport() == PeerConfig.TransportKind.TCP)
+        {
+            return new RdmaDevices.Choice(null, "transport = tcp is configured");
+        }
+        final RdmaDevices.Choice choice = rdmaDevices.towards(peer.address());
+        if (peer.transport() == PeerConfig.TransportKind.RDMA && !choice.isRdma())
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "peer." + peer.name() + ".transport = rdma, " +
+                "but " + choice.reason() + ": load an RDMA driver (rdma link add ... type siw|rxe) or set transport " +
+                "= auto or tcp");
+        }
+        return choice.isRdma() ? choice :
+            new RdmaDevices.Choice(null, "TCP: " + choice.reason());
+    }
+
+    int rdmaReceiveDepth()
+    {
+        return 2 * ctx.sessionSlots() + 16;
+    }
+
+    int maxFramePayload()
+    {
+        return Math.max(ctx.chunkLength(), io.blockmover.protocol.FrameDescriptor.MAX_CONTROL_PAYLOAD);
+    }
+
     @Override
     public void onClose()
     {
@@ -286,6 +410,8 @@ public final class Conductor implements Agent, ControlServer.Handler
             connection.close();
         }
         CloseHelper.quietClose(listener);
+        CloseHelper.quietClose(rdmaListener);
+        rdmaDevices.close();
         control.close();
         CloseHelper.quietClose(selector);
     }
@@ -427,6 +553,10 @@ public final class Conductor implements Agent, ControlServer.Handler
         d.put("verify", job.verify);
         d.put("seeded", job.seeded);
         d.put("transport", job.transport);
+        if (job.transportReason != null)
+        {
+            d.put("transport_reason", job.transportReason);
+        }
         d.put("attempts", job.attempts);
         d.put("created_ms", job.createdMs);
         d.put("started_ms", job.startedMs);
@@ -453,6 +583,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         s.put("version", Conductor.class.getPackage().getImplementationVersion());
         s.put("uptime_ms", System.currentTimeMillis() - startMs);
         s.put("listen", ctx.listen().toString());
+        s.put("rdma_listener", rdmaListenerNote);
         s.put("control_socket", ctx.controlSocket().toString());
         s.put("counters_file", ctx.countersFile().toString());
         s.put("slab_slots_free", slab.freeSlots());
@@ -463,9 +594,21 @@ public final class Conductor implements Agent, ControlServer.Handler
             p.put("name", peer.name());
             p.put("address", peer.address().toString());
             p.put("transport_requested", peer.transport().name().toLowerCase(java.util.Locale.ROOT));
-            p.put("transport", "tcp");
-            p.put("transport_reason", peer.transport() == PeerConfig.TransportKind.TCP ? "configured" :
-                "the RDMA transport is not in this build; TCP is used");
+            try
+            {
+                final RdmaDevices.Choice choice = transportFor(peer);
+                p.put("transport", choice.isRdma() ? "rdma" : "tcp");
+                p.put("transport_reason", choice.reason());
+                if (choice.isRdma())
+                {
+                    p.put("rdma_device", choice.device().name());
+                }
+            }
+            catch (final BlockmoverException ex)
+            {
+                p.put("transport", "none");
+                p.put("transport_reason", ex.getMessage());
+            }
             peers.add(p);
         }
         s.put("peers", peers);

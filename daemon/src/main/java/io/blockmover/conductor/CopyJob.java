@@ -1,6 +1,7 @@
 package io.blockmover.conductor;
 
 import java.io.IOException;
+import java.net.InetSocketAddress;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -20,6 +21,12 @@ import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.pipeline.SourceSession;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.DirtyBitmap;
+import io.blockmover.daemon.PeerConfig;
+import io.blockmover.rdma.RdmaEndpoint;
+import io.blockmover.rdma.verbs.RdmaException;
+import io.blockmover.transport.FrameConnection;
+import io.blockmover.transport.rdma.RdmaDevices;
+import io.blockmover.transport.rdma.RdmaFrameConnection;
 import io.blockmover.transport.tcp.TcpFrameConnection;
 
 /**
@@ -58,6 +65,7 @@ final class CopyJob
     long regionsDifferent;
     long verifyMismatches;
     String transport;
+    String transportReason;
 
     Volume volume;
     DirtyBitmap bitmap;
@@ -66,6 +74,7 @@ final class CopyJob
 
     private final Conductor conductor;
     private SocketChannel socket;
+    private RdmaFrameConnection pendingRdma;
     private ControlChannel channel;
     private int step = STEP_IDLE;
     private long deadlineNs;
@@ -154,12 +163,28 @@ final class CopyJob
             {
                 openResources();
             }
-            socket = SocketChannel.open();
-            socket.configureBlocking(false);
-            socket.connect(conductor.peerConfig(peer).address());
+            final PeerConfig peerConfig = conductor.peerConfig(peer);
+            final RdmaDevices.Choice choice = conductor.transportFor(peerConfig);
+            transportReason = choice.reason();
+            if (choice.isRdma())
+            {
+                final InetSocketAddress remote = new InetSocketAddress(peerConfig.address().getAddress(),
+                    peerConfig.address().getPort() + RdmaDevices.PORT_OFFSET);
+                final RdmaEndpoint endpoint = RdmaEndpoint.connect(choice.device(), remote,
+                    RdmaDevices.context(choice.device(), conductor.rdmaReceiveDepth()), nowNs,
+                    conductor.ctx().connectTimeoutNs());
+                pendingRdma = RdmaFrameConnection.create(endpoint, conductor.maxFramePayload(),
+                    conductor.rdmaReceiveDepth());
+            }
+            else
+            {
+                socket = SocketChannel.open();
+                socket.configureBlocking(false);
+                socket.connect(peerConfig.address());
+            }
             step = STEP_CONNECT;
         }
-        catch (final IOException ex)
+        catch (final IOException | RdmaException ex)
         {
             connectionFailed("cannot connect to " + peer + " at " + conductor.peerConfig(peer).address() + ": " +
                 ex.getMessage(), nowNs);
@@ -212,11 +237,12 @@ final class CopyJob
             {
                 case STEP_CONNECT ->
                 {
-                    if (!socket.finishConnect())
+                    final FrameConnection connection = finishConnect(nowNs);
+                    if (connection == null)
                     {
                         return 0;
                     }
-                    channel = new ControlChannel(new TcpFrameConnection(socket));
+                    channel = new ControlChannel(connection);
                     clientNonce = Authenticator.newNonce();
                     final Map<String, Object> hello = new LinkedHashMap<>();
                     hello.put("node", conductor.ctx().nodeName());
@@ -267,6 +293,35 @@ final class CopyJob
             connectionFailed(peer + " at " + conductor.peerConfig(peer).address() + ": " + ex.getMessage(), nowNs);
         }
         return 1;
+    }
+
+    /**
+     * @return the connection once established, null while it is still being made.
+     */
+    private FrameConnection finishConnect(final long nowNs) throws IOException
+    {
+        if (pendingRdma != null)
+        {
+            final RdmaEndpoint endpoint = pendingRdma.endpoint();
+            endpoint.pollEvents(nowNs);
+            if (endpoint.state() == RdmaEndpoint.State.FAILED)
+            {
+                throw new IOException("RDMA connection failed: " +
+                    (endpoint.failure() != null ? endpoint.failure().getMessage() : "rejected"));
+            }
+            if (!endpoint.isEstablished())
+            {
+                return null;
+            }
+            final FrameConnection connection = pendingRdma;
+            pendingRdma = null;
+            return connection;
+        }
+        if (!socket.finishConnect())
+        {
+            return null;
+        }
+        return new TcpFrameConnection(socket);
     }
 
     private void onServerHello(final ControlChannel.Frame frame) throws IOException
@@ -519,6 +574,11 @@ final class CopyJob
     private void closeConnection()
     {
         step = STEP_IDLE;
+        if (pendingRdma != null)
+        {
+            pendingRdma.close();
+            pendingRdma = null;
+        }
         if (channel != null)
         {
             channel.connection().close();

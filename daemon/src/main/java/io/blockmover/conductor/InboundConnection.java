@@ -1,7 +1,6 @@
 package io.blockmover.conductor;
 
 import java.io.IOException;
-import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -17,7 +16,7 @@ import io.blockmover.pipeline.DestinationSession;
 import io.blockmover.pipeline.Receiver;
 import io.blockmover.pipeline.Writer;
 import io.blockmover.protocol.FrameType;
-import io.blockmover.transport.tcp.TcpFrameConnection;
+import io.blockmover.transport.FrameConnection;
 
 /**
  * A connection a peer opened to us, on the destination side: the server half of the handshake (it must prove the
@@ -48,10 +47,10 @@ final class InboundConnection
     private String target;
     private long size;
 
-    InboundConnection(final Conductor conductor, final SocketChannel socket, final long nowNs) throws IOException
+    InboundConnection(final Conductor conductor, final FrameConnection connection, final long nowNs)
     {
         this.conductor = conductor;
-        this.channel = new ControlChannel(new TcpFrameConnection(socket));
+        this.channel = new ControlChannel(connection);
         this.deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
     }
 

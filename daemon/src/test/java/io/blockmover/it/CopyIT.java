@@ -104,7 +104,7 @@ class CopyIT
     }
 
     @Test
-    void shouldShowPeersAndTheirTransportInStatus() throws Exception
+    void shouldFallBackToTcpAndSayWhyWhenThereIsNoRdma() throws Exception
     {
         final Run run = testbed.cli("site-a", "status", "--json").expect(0);
 
@@ -112,8 +112,11 @@ class CopyIT
         assertEquals("site-a", status.get("node"));
         final String text = run.stdout();
         assertTrue(text.contains("\"name\" : \"site-b\"") && text.contains("\"transport\" : \"tcp\""), text);
+        // This host has no RDMA: transport = auto falls back to TCP and says why.
+        assertTrue(text.contains("\"transport_requested\" : \"auto\"") && text.contains("no RDMA device owns"), text);
         final Run human = testbed.cli("site-a", "status").expect(0);
-        assertTrue(human.stdout().contains("peer site-b at"), human.stdout());
+        assertTrue(human.stdout().contains("peer site-b at") && human.stdout().contains("transport tcp (TCP: no RDMA"),
+            human.stdout());
     }
 
     @Test

@@ -1,0 +1,120 @@
+package io.blockmover.transport.rdma;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.channels.DatagramChannel;
+import java.util.HashMap;
+import java.util.Map;
+
+import io.blockmover.rdma.RdmaDevice;
+import io.blockmover.rdma.RdmaEndpointContext;
+
+/**
+ * Finds and keeps the RDMA devices this daemon uses: the device that owns the local address a peer is reached
+ * from. Opened once each (a device context and a protection domain), closed at shutdown. Conductor thread only.
+ */
+public final class RdmaDevices implements AutoCloseable
+{
+    /** iWARP connections live in the TCP port space, so RDMA listens one port above the TCP listener. */
+    public static final int PORT_OFFSET = 1;
+
+    private final Map<InetAddress, RdmaDevice> devices = new HashMap<>();
+    private final Map<InetAddress, String> unavailable = new HashMap<>();
+
+    /**
+     * What a peer will be reached over, and why.
+     *
+     * @param device the RDMA device to use, or null for TCP.
+     * @param reason for the operator: which device owns which address, or why none does.
+     */
+    public record Choice(RdmaDevice device, String reason)
+    {
+        public boolean isRdma()
+        {
+            return device != null;
+        }
+    }
+
+    /**
+     * @param peer address of the peer's listener.
+     * @return the device owning the local address that routes to the peer, or why there is none.
+     */
+    public Choice towards(final InetSocketAddress peer)
+    {
+        final InetAddress local;
+        try
+        {
+            local = localAddressTowards(peer);
+        }
+        catch (final IOException ex)
+        {
+            return new Choice(null, "no route to " + peer.getAddress().getHostAddress() + ": " + ex.getMessage());
+        }
+        return on(local);
+    }
+
+    /**
+     * @param local a local address.
+     * @return the device owning it, or why there is none.
+     */
+    public Choice on(final InetAddress local)
+    {
+        final RdmaDevice known = devices.get(local);
+        if (known != null)
+        {
+            return new Choice(known, "RDMA device " + known.name() + " owns " + local.getHostAddress());
+        }
+        final String why = unavailable.get(local);
+        if (why != null)
+        {
+            return new Choice(null, why);
+        }
+        try
+        {
+            final RdmaDevice device = RdmaDevice.open(local);
+            devices.put(local, device);
+            return new Choice(device, "RDMA device " + device.name() + " owns " + local.getHostAddress());
+        }
+        catch (final RuntimeException | LinkageError ex)
+        {
+            final String reason = "no RDMA device owns " + local.getHostAddress() + " (" + ex.getMessage() + ")";
+            unavailable.put(local, reason);
+            return new Choice(null, reason);
+        }
+    }
+
+    /**
+     * The local address the kernel would use to reach a peer: a connected UDP socket learns it without sending
+     * a packet.
+     */
+    static InetAddress localAddressTowards(final InetSocketAddress peer) throws IOException
+    {
+        try (DatagramChannel probe = DatagramChannel.open())
+        {
+            probe.connect(peer);
+            return ((InetSocketAddress)probe.getLocalAddress()).getAddress();
+        }
+    }
+
+    /**
+     * Endpoint settings for a connection that keeps {@code receiveDepth} receives posted.
+     */
+    public static RdmaEndpointContext context(final RdmaDevice device, final int receiveDepth)
+    {
+        return new RdmaEndpointContext()
+            .sendQueueDepth(RdmaFrameConnection.SEND_BUFFERS + 4)
+            .receiveQueueDepth(receiveDepth)
+            .conclude(device);
+    }
+
+    @Override
+    public void close()
+    {
+        for (final RdmaDevice device : devices.values())
+        {
+            device.close();
+        }
+        devices.clear();
+    }
+}
