@@ -11,14 +11,13 @@
 set -euo pipefail
 MODULE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(dirname "$MODULE")
-JUNIT_VERSION=6.1.3
-LAUNCHER=${HOME:-/root}/.m2/repository/org/junit/platform/junit-platform-console-standalone/$JUNIT_VERSION/junit-platform-console-standalone-$JUNIT_VERSION.jar
+LAUNCHER=$MODULE/target/vm-test-lib/junit-platform-console-standalone.jar   # fetched by the Maven build
 
 die() { echo "vm-test.sh: $*" >&2; exit 2; }
 [ -n "${BM_SIW_DEV:-}" ] || die "BM_SIW_DEV is not set: run inside scripts/rdma-vm (the tests need RDMA devices)"
 [ -s "$MODULE/target/vm-test-classpath.txt" ] && [ -d "$MODULE/target/test-classes" ] ||
     die "not built: run 'mvn -B -pl jni-rdma verify' on the host first"
-[ -s "$LAUNCHER" ] || die "missing $LAUNCHER: mvn dependency:get -Dartifact=org.junit.platform:junit-platform-console-standalone:$JUNIT_VERSION"
+[ -s "$LAUNCHER" ] || die "missing $LAUNCHER: run 'mvn -B -pl jni-rdma verify' on the host first"
 
 SELECT=("$@")
 [ ${#SELECT[@]} -gt 0 ] || SELECT=(--select-class io.blockmover.rdma.RdmaEndpointVmTest)
