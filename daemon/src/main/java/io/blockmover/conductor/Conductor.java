@@ -43,6 +43,8 @@ import io.blockmover.transport.rdma.RdmaFrameConnection;
 import io.blockmover.transport.tcp.TcpFrameConnection;
 import io.blockmover.rdma.RdmaEndpoint;
 import io.blockmover.rdma.RdmaListener;
+import io.blockmover.rdma.MemlockLimit;
+import io.blockmover.rdma.MemlockLimitException;
 
 /**
  * The one agent that owns every resource of the daemon: the slab, the counters file, the control socket, the
@@ -319,6 +321,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 rdmaListenerNote = "no RDMA listener: " + choice.reason();
                 continue;
             }
+            checkMemlockForRdma();
             try
             {
                 final int port = ctx.listen().getPort() + RdmaDevices.PORT_OFFSET;
@@ -335,6 +338,27 @@ public final class Conductor implements Agent, ControlServer.Handler
             }
         }
         log(rdmaListenerNote);
+    }
+
+    /**
+     * RDMA will be used: fail start-up now, naming the fix, if pinned memory for two connections (one each way)
+     * would exceed RLIMIT_MEMLOCK, rather than at the first connection.
+     */
+    private void checkMemlockForRdma()
+    {
+        final long needed = 2 * RdmaFrameConnection.registeredBytes(maxFramePayload(), rdmaReceiveDepth());
+        try
+        {
+            MemlockLimit.check(MemlockLimit.registeredBytes(), needed, MemlockLimit.softLimitBytes(),
+                MemlockLimit.hasIpcLock());
+        }
+        catch (final MemlockLimitException ex)
+        {
+            CloseHelper.quietCloseAll(listener, control, selector);
+            rdmaDevices.close();
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, ex.getMessage() + " (RDMA connections pin " +
+                needed / 2 + " bytes each; or set transport = tcp for the peers)", ex);
+        }
     }
 
     private int acceptRdmaPeers(final long nowNs)

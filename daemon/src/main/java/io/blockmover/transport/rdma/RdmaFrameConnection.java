@@ -115,6 +115,16 @@ public final class RdmaFrameConnection implements FrameConnection
         return connection;
     }
 
+    /**
+     * @param maxPayload   the largest payload a frame may carry.
+     * @param receiveDepth receives kept posted.
+     * @return bytes one connection registers (pins): its send and receive buffers.
+     */
+    public static long registeredBytes(final int maxPayload, final int receiveDepth)
+    {
+        return (long)align(FrameDescriptor.HEADER_LENGTH + maxPayload, 64) * (SEND_BUFFERS + receiveDepth);
+    }
+
     private static int align(final int value, final int alignment)
     {
         return (value + alignment - 1) & -alignment;
