@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import java.util.zip.CRC32C;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 import org.agrona.BufferUtil;
@@ -57,6 +58,7 @@ final class ControlChannel
     private final FrameHeader txHeader = new FrameHeader();
     private final ByteBuffer rxPayload = BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64);
     private final ByteBuffer txPayload = BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64);
+    private final CRC32C crc = new CRC32C();
     private boolean headerDone;
 
     ControlChannel(final FrameConnection connection)
@@ -87,7 +89,7 @@ final class ControlChannel
         }
         txPayload.clear();
         txPayload.put(payload).flip();
-        final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        crc.reset();
         crc.update(txPayload.duplicate());
         txHeader.reset(type).sessionId(sessionId).payloadLength(payload.length).payloadCrc((int)crc.getValue()).seal();
         connection.startSend(txHeader, payload.length > 0 ? txPayload : null);
@@ -128,7 +130,7 @@ final class ControlChannel
         }
         headerDone = false;
         rxPayload.flip();
-        final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        crc.reset();
         crc.update(rxPayload.duplicate());
         if ((int)crc.getValue() != rxHeader.payloadCrc())
         {

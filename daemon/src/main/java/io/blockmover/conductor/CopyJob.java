@@ -636,13 +636,7 @@ final class CopyJob
         }
         if (bitmap != null)
         {
-            final long last = chunkCount() - 1;
-            long bytes = bitmap.bits().cardinality() * chunkLength;
-            if (bitmap.bits().get(last))
-            {
-                bytes -= chunkLength - (size - last * chunkLength);
-            }
-            return bytes;
+            return DirtyBitmap.dirtyBytes(bitmap.bits(), chunkLength, size);
         }
         return size;
     }

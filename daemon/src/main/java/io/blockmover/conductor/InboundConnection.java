@@ -14,6 +14,7 @@ import io.blockmover.daemon.PeerConfig;
 import io.blockmover.io.Volume;
 import io.blockmover.pipeline.DestinationSession;
 import io.blockmover.pipeline.Receiver;
+import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.pipeline.Writer;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.transport.FrameConnection;
@@ -239,16 +240,12 @@ final class InboundConnection
 
     private int checkSession()
     {
+        // Once the receiver stops, the writer still finishes and forces what was received: wait for both.
         if (session.status().isRunning() || !session.isWriterDone())
         {
-            if (!session.status().isRunning())
-            {
-                // The receiver stopped; the writer finishes what was received and forces it.
-                return 0;
-            }
             return 0;
         }
-        if (session.status().state() == io.blockmover.pipeline.SessionStatus.FAILED)
+        if (session.status().state() == SessionStatus.FAILED)
         {
             conductor.log("session of job " + jobId + " from " + peer.name() + " ended: " + session.status().message());
         }

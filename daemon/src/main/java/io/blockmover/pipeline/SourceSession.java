@@ -9,6 +9,7 @@ import io.blockmover.buffer.Slab;
 import io.blockmover.cnc.CncFile;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.ConcurrentBitSet;
+import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -128,7 +129,7 @@ public final class SourceSession
         this.localDigests = needsDigests ? new int[(int)chunkCount] : null;
         this.remoteDigests = needsDigests ? new int[(int)chunkCount] : null;
         this.writtenNotDurable = new long[flushChunks + 2 * slotCount + 64];
-        bytesRemaining.setRelease(dirtyBytes());
+        bytesRemaining.setRelease(DirtyBitmap.dirtyBytes(dirty, chunkLength, volume.size()));
         this.phase = seed ? PHASE_SEED : PHASE_COPY;
     }
 
@@ -139,19 +140,6 @@ public final class SourceSession
     public int lengthOf(final long index)
     {
         return (int)Math.min(chunkLength, volume.size() - index * chunkLength);
-    }
-
-    /**
-     * @return bytes of the chunks whose bits are set.
-     */
-    long dirtyBytes()
-    {
-        long bytes = dirty.cardinality() * (long)chunkLength;
-        if (dirty.get(chunkCount - 1))
-        {
-            bytes -= chunkLength - lengthOf(chunkCount - 1);
-        }
-        return bytes;
     }
 
     public SessionStatus status()

@@ -139,6 +139,25 @@ public final class DirtyBitmap implements AutoCloseable
         return path;
     }
 
+    /**
+     * Bytes still to send: a region per set bit, the last region as short as the volume makes it.
+     *
+     * @param bits         one per region.
+     * @param regionLength bytes in a region.
+     * @param volumeSize   bytes in the volume.
+     * @return bytes of the regions whose bits are set.
+     */
+    public static long dirtyBytes(final ConcurrentBitSet bits, final int regionLength, final long volumeSize)
+    {
+        final long last = bits.bitCount() - 1;
+        long bytes = bits.cardinality() * regionLength;
+        if (bits.get(last))
+        {
+            bytes -= regionLength - (volumeSize - last * regionLength);
+        }
+        return bytes;
+    }
+
     public int regionLength()
     {
         return regionLength;
