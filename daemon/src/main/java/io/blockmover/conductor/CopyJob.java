@@ -1,8 +1,6 @@
 package io.blockmover.conductor;
 
 import java.io.IOException;
-import java.net.InetSocketAddress;
-import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -19,15 +17,9 @@ import io.blockmover.pipeline.Reader;
 import io.blockmover.pipeline.Sender;
 import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.pipeline.SourceSession;
-import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.DirtyBitmap;
-import io.blockmover.daemon.PeerConfig;
-import io.blockmover.rdma.RdmaEndpoint;
 import io.blockmover.rdma.verbs.RdmaException;
 import io.blockmover.transport.FrameConnection;
-import io.blockmover.transport.rdma.RdmaDevices;
-import io.blockmover.transport.rdma.RdmaFrameConnection;
-import io.blockmover.transport.tcp.TcpFrameConnection;
 
 /**
  * A copy of one source volume to a volume on a peer: its definition, its persisted progress (the dirty bitmap),
@@ -36,10 +28,6 @@ import io.blockmover.transport.tcp.TcpFrameConnection;
  */
 final class CopyJob
 {
-    private static final int STEP_IDLE = 0;
-    private static final int STEP_CONNECT = 1;
-    private static final int STEP_AWAIT_HELLO = 2;
-    private static final int STEP_AWAIT_OPENED = 3;
     private static final long FIRST_RETRY_NS = 500_000_000L;
 
     final long id;
@@ -73,15 +61,10 @@ final class CopyJob
     Object pendingRequestId;
 
     private final Conductor conductor;
-    private SocketChannel socket;
-    private RdmaFrameConnection pendingRdma;
-    private ControlChannel channel;
-    private int step = STEP_IDLE;
-    private long deadlineNs;
+    private final PeerDialer dialer;
+    private FrameConnection connection;
     private long retryAtNs;
     private long backoffNs = FIRST_RETRY_NS;
-    private String clientNonce;
-    private int sessionId;
     private SourceSession session;
     private AgentRunner readerRunner;
     private AgentRunner senderRunner;
@@ -97,6 +80,7 @@ final class CopyJob
         this.source = source;
         this.peer = peer;
         this.target = target;
+        this.dialer = new PeerDialer(conductor, peer);
         this.verify = verify;
         this.seeded = seeded;
         this.createdMs = createdMs;
@@ -110,7 +94,7 @@ final class CopyJob
      */
     boolean isHandshaking()
     {
-        return step != STEP_IDLE;
+        return dialer.isActive();
     }
 
     boolean isPersisted()
@@ -130,7 +114,7 @@ final class CopyJob
         {
             case CONNECTING, WAITING ->
             {
-                if (step == STEP_IDLE)
+                if (!dialer.isActive())
                 {
                     if (nowNs < retryAtNs)
                     {
@@ -156,33 +140,20 @@ final class CopyJob
     {
         attempts++;
         phase = "connecting";
-        deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
         try
         {
             if (volume == null)
             {
                 openResources();
             }
-            final PeerConfig peerConfig = conductor.peerConfig(peer);
-            final RdmaDevices.Choice choice = conductor.transportFor(peerConfig);
-            transportReason = choice.reason();
-            if (choice.isRdma())
-            {
-                final InetSocketAddress remote = new InetSocketAddress(peerConfig.address().getAddress(),
-                    peerConfig.address().getPort() + RdmaDevices.PORT_OFFSET);
-                final RdmaEndpoint endpoint = RdmaEndpoint.connect(choice.device(), remote,
-                    RdmaDevices.context(choice.device(), conductor.rdmaReceiveDepth()), nowNs,
-                    conductor.ctx().connectTimeoutNs());
-                pendingRdma = RdmaFrameConnection.create(endpoint, conductor.maxFramePayload(),
-                    conductor.rdmaReceiveDepth());
-            }
-            else
-            {
-                socket = SocketChannel.open();
-                socket.configureBlocking(false);
-                socket.connect(peerConfig.address());
-            }
-            step = STEP_CONNECT;
+            final Map<String, Object> open = new LinkedHashMap<>();
+            open.put("job", id);
+            open.put("target", target);
+            open.put("size", size);
+            open.put("chunk_length", chunkLength);
+            open.put("source", source.toString());
+            dialer.start(open, nowNs);
+            transportReason = dialer.transportReason();
         }
         catch (final IOException | RdmaException ex)
         {
@@ -229,51 +200,13 @@ final class CopyJob
     {
         try
         {
-            if (nowNs > deadlineNs)
+            final int work = dialer.doWork(nowNs);
+            phase = dialer.phase();
+            if (dialer.isOpened())
             {
-                throw new IOException("no answer within " + conductor.ctx().connectTimeoutNs() / 1_000_000 + " ms");
+                onOpened(dialer.opened());
             }
-            switch (step)
-            {
-                case STEP_CONNECT ->
-                {
-                    final FrameConnection connection = finishConnect(nowNs);
-                    if (connection == null)
-                    {
-                        return 0;
-                    }
-                    channel = new ControlChannel(connection);
-                    clientNonce = Authenticator.newNonce();
-                    final Map<String, Object> hello = new LinkedHashMap<>();
-                    hello.put("node", conductor.ctx().nodeName());
-                    hello.put("nonce", clientNonce);
-                    channel.sendJson(FrameType.HELLO, 0, hello);
-                    phase = "authenticating";
-                    step = STEP_AWAIT_HELLO;
-                    return 1;
-                }
-                case STEP_AWAIT_HELLO ->
-                {
-                    final ControlChannel.Frame frame = channel.poll();
-                    if (frame == null)
-                    {
-                        return 0;
-                    }
-                    onServerHello(frame);
-                    return 1;
-                }
-                case STEP_AWAIT_OPENED ->
-                {
-                    final ControlChannel.Frame frame = channel.poll();
-                    if (frame == null)
-                    {
-                        return 0;
-                    }
-                    onOpened(frame);
-                    return 1;
-                }
-                default -> throw new IllegalStateException("step " + step);
-            }
+            return work;
         }
         catch (final PeerRefusal ex)
         {
@@ -285,7 +218,7 @@ final class CopyJob
             }
             else
             {
-                fail(ex.code, ex.getMessage());
+                fail(ex.code(), ex.getMessage());
             }
         }
         catch (final IOException ex)
@@ -295,90 +228,8 @@ final class CopyJob
         return 1;
     }
 
-    /**
-     * @return the connection once established, null while it is still being made.
-     */
-    private FrameConnection finishConnect(final long nowNs) throws IOException
+    private void onOpened(final Map<String, Object> opened) throws IOException
     {
-        if (pendingRdma != null)
-        {
-            final RdmaEndpoint endpoint = pendingRdma.endpoint();
-            endpoint.pollEvents(nowNs);
-            if (endpoint.state() == RdmaEndpoint.State.FAILED)
-            {
-                throw new IOException("RDMA connection failed: " +
-                    (endpoint.failure() != null ? endpoint.failure().getMessage() : "rejected"));
-            }
-            if (!endpoint.isEstablished())
-            {
-                return null;
-            }
-            final FrameConnection connection = pendingRdma;
-            pendingRdma = null;
-            return connection;
-        }
-        if (!socket.finishConnect())
-        {
-            return null;
-        }
-        return new TcpFrameConnection(socket);
-    }
-
-    private void onServerHello(final ControlChannel.Frame frame) throws IOException
-    {
-        if (frame.type() == FrameType.ERROR)
-        {
-            conductor.countAuthFailure();
-            throw new PeerRefusal(frame.errorCode(), peer + " refused us: " + frame.errorMessage());
-        }
-        if (frame.type() != FrameType.HELLO)
-        {
-            throw new IOException("expected HELLO, got " + frame.type());
-        }
-        final Map<String, Object> hello = frame.json();
-        final String serverName = String.valueOf(hello.get("node"));
-        if (!peer.equals(serverName))
-        {
-            throw new PeerRefusal(ErrorCode.AUTH_FAILED, "the node at " + conductor.peerConfig(peer).address() +
-                " calls itself '" + serverName + "', not '" + peer + "': check peer." + peer + ".address");
-        }
-        final String serverNonce = String.valueOf(hello.get("nonce"));
-        final byte[] key = conductor.peerConfig(peer).key();
-        final String nodeName = conductor.ctx().nodeName();
-        if (!Authenticator.matches(
-            Authenticator.proof(key, "server", clientNonce, serverNonce, nodeName, serverName), hello.get("mac")))
-        {
-            conductor.countAuthFailure();
-            throw new PeerRefusal(ErrorCode.AUTH_FAILED, peer + " failed authentication: its key differs from " +
-                conductor.peerConfig(peer).keyFile() + " (both hosts must hold the same key)");
-        }
-        final Map<String, Object> auth = new LinkedHashMap<>();
-        auth.put("mac", Authenticator.proof(key, "client", clientNonce, serverNonce, nodeName, serverName));
-        channel.sendJson(FrameType.AUTH, 0, auth);
-
-        sessionId = conductor.newSessionId();
-        final Map<String, Object> open = new LinkedHashMap<>();
-        open.put("job", id);
-        open.put("target", target);
-        open.put("size", size);
-        open.put("chunk_length", chunkLength);
-        open.put("source", source.toString());
-        channel.sendJson(FrameType.OPEN, sessionId, open);
-        phase = "opening";
-        step = STEP_AWAIT_OPENED;
-    }
-
-    private void onOpened(final ControlChannel.Frame frame) throws IOException
-    {
-        if (frame.type() == FrameType.ERROR)
-        {
-            throw new PeerRefusal(frame.errorCode(), peer + ": " + frame.errorMessage());
-        }
-        if (frame.type() != FrameType.OPENED)
-        {
-            throw new IOException("expected OPENED, got " + frame.type());
-        }
-        final Map<String, Object> opened = frame.json();
         final int credits = ((Number)opened.get("credits")).intValue();
         final int flushChunks = ((Number)opened.get("flush_chunks")).intValue();
         if (!isPersisted())
@@ -397,17 +248,18 @@ final class CopyJob
             bytesRemaining = conductor.cnc().newCounter("job " + id + " bytes remaining", Conductor.JOB_COUNTER_TYPE);
             bytesCopied = conductor.cnc().newCounter("job " + id + " bytes copied", Conductor.JOB_COUNTER_TYPE);
         }
-        transport = channel.connection().transportName();
+        final int sessionId = dialer.sessionId();
+        connection = dialer.takeConnection();
+        transport = connection.transportName();
         session = new SourceSession(
             sessionId, volume, bitmap.bits(), chunkLength, conductor.slab(), slotBase, conductor.ctx().sessionSlots(),
-            channel.connection(), credits, flushChunks, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
+            connection, credits, flushChunks, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
             conductor.ctx().digestBatch(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.cnc(), bytesRemaining, bytesCopied);
         readerRunner = conductor.newDataRunner(new Reader(session), null);
         senderRunner = conductor.newDataRunner(new Sender(session, conductor.clock()), session.connection());
         AgentRunner.startOnThread(readerRunner);
         AgentRunner.startOnThread(senderRunner);
-        step = STEP_IDLE;
         state = JobState.RUNNING;
         backoffNs = FIRST_RETRY_NS;
         lastError = null;
@@ -560,32 +412,19 @@ final class CopyJob
         {
             session.status().fail(ErrorCode.CANCELLED, "session closed", true);
             CloseHelper.closeAll(readerRunner, senderRunner);
-            session.connection().close();
             conductor.slab().release(slotBase, conductor.ctx().sessionSlots());
             slotBase = -1;
             session = null;
             readerRunner = null;
             senderRunner = null;
-            channel = null;
-            socket = null;
         }
     }
 
     private void closeConnection()
     {
-        step = STEP_IDLE;
-        if (pendingRdma != null)
-        {
-            pendingRdma.close();
-            pendingRdma = null;
-        }
-        if (channel != null)
-        {
-            channel.connection().close();
-            channel = null;
-        }
-        CloseHelper.quietClose(socket);
-        socket = null;
+        dialer.close();
+        CloseHelper.quietClose(connection);
+        connection = null;
     }
 
     private void releaseResources()
@@ -704,20 +543,5 @@ final class CopyJob
     {
         final Object v = r.get(key);
         return v == null ? 0 : ((Number)v).longValue();
-    }
-
-    /**
-     * A peer's explicit refusal (wrong key, volume too small): final for a new job.
-     */
-    private static final class PeerRefusal extends IOException
-    {
-        private static final long serialVersionUID = 1L;
-        private final ErrorCode code;
-
-        PeerRefusal(final ErrorCode code, final String message)
-        {
-            super(message);
-            this.code = code;
-        }
     }
 }

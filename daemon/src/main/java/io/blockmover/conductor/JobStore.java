@@ -1,17 +1,12 @@
 package io.blockmover.conductor;
 
 import java.io.IOException;
-import java.nio.channels.FileChannel;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-
-import com.fasterxml.jackson.jr.ob.JSON;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -79,17 +74,9 @@ final class JobStore
     void save(final long id, final Map<String, Object> record)
     {
         final Path dir = jobDir(id);
-        final Path file = dir.resolve("job.json");
-        final Path tmp = dir.resolve("job.json.tmp");
         try
         {
-            Files.createDirectories(dir);
-            Files.write(tmp, JSON.std.with(JSON.Feature.PRETTY_PRINT_OUTPUT).asBytes(record));
-            try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.WRITE))
-            {
-                channel.force(true);
-            }
-            Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            JsonFiles.writeAtomically(dir.resolve("job.json"), record);
         }
         catch (final IOException ex)
         {
@@ -107,7 +94,7 @@ final class JobStore
                 final Path file = dir.resolve("job.json");
                 if (Files.isRegularFile(file))
                 {
-                    records.add(JSON.std.mapFrom(Files.readAllBytes(file)));
+                    records.add(JsonFiles.read(file));
                 }
             }
         }

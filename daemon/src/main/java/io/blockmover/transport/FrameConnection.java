@@ -27,7 +27,8 @@ public interface FrameConnection extends AutoCloseable
 
     /**
      * Starts sending a frame. The header must be sealed; the payload, when there is one, is read from its
-     * position 0 up to its limit and must not change until the send completes.
+     * position up to its limit (a view into a log or slot, so no copy is needed) and must not change until the
+     * send completes.
      *
      * @param header  sealed frame header.
      * @param payload payload or null.

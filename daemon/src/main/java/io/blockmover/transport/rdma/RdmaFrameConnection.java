@@ -197,10 +197,10 @@ public final class RdmaFrameConnection implements FrameConnection
         final int offset = free * bufferLength;
         sendBuffer.putBytes(offset, pendingHeader.buffer(), 0, FrameDescriptor.HEADER_LENGTH);
         int length = FrameDescriptor.HEADER_LENGTH;
-        if (pendingPayload != null && pendingPayload.limit() > 0)
+        if (pendingPayload != null && pendingPayload.hasRemaining())
         {
-            final int payloadLength = pendingPayload.limit();
-            sendBuffer.putBytes(offset + length, pendingPayload, 0, payloadLength);
+            final int payloadLength = pendingPayload.remaining();
+            sendBuffer.putBytes(offset + length, pendingPayload, pendingPayload.position(), payloadLength);
             length += payloadLength;
         }
         if (!endpoint.postSend(sendMemory, offset, length, free))

@@ -91,9 +91,8 @@ public final class TcpFrameConnection implements FrameConnection
         }
         sendVector[0] = header.byteBuffer().clear().limit(FrameDescriptor.HEADER_LENGTH);
         sendVectorLength = 1;
-        if (payload != null && payload.limit() > 0)
+        if (payload != null && payload.hasRemaining())
         {
-            payload.position(0);
             sendVector[1] = payload;
             sendVectorLength = 2;
         }
