@@ -1,0 +1,773 @@
+package io.blockmover.frontend.nbd;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.ProtocolException;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+
+import org.agrona.BufferUtil;
+
+import io.blockmover.buffer.Slab;
+
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_DISC;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLAG_FUA;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLUSH;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_READ;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_TRIM;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE_ZEROES;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EINVAL;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EIO;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
+
+/**
+ * One client connection: its reader thread runs the handshake, then parses requests into a fixed set of
+ * {@link NbdRequest} slots (reading WRITE payloads straight into the slot's aligned buffer) and queues them to
+ * the connection's worker threads, which execute them concurrently and write the simple replies under a lock.
+ * Replies may therefore leave out of order, which NBD allows: the client matches them by cookie.
+ * <pre>
+ *   reader --free ring--&lt; slot &lt;--+
+ *     | parse, read payload        | reply, release
+ *     +--work ring--&gt; worker 0..n-1 +
+ * </pre>
+ * With every slot busy the reader stops reading, so the socket's buffer and the client's queue depth carry the
+ * back-pressure. Slots are as many as workers, each with a buffer of maxPayload bytes, allocated when
+ * transmission starts and freed when the connection ends.
+ * <p>
+ * Nothing on the request path allocates: header fields are read with absolute gets from a direct buffer, the
+ * rings wait on monitors, and replies are gathering writes of preallocated buffers. A client that stalls in the
+ * handshake, in the middle of a payload, or stops reading replies is closed by the server's watchdog when
+ * {@link #deadlineExpired(long)} says so; any fault ends this connection only.
+ */
+final class NbdConnection implements Runnable
+{
+    /** Longest option data accepted in the handshake; a longer option ends the connection. */
+    static final int MAX_OPTION_LENGTH = 16 * 1024;
+    /**
+     * A WRITE longer than the maximum payload is read and discarded up to this length, so the stream stays in
+     * step and the client gets EINVAL; beyond it the connection is closed after the reply, as reading gigabytes
+     * to skip them would hand a broken client a free denial of service.
+     */
+    static final long MAX_DISCARD_LENGTH = 32L * 1024 * 1024;
+
+    private static final int TRANSMISSION_FLAGS_WRITABLE = NbdProtocol.FLAG_HAS_FLAGS | NbdProtocol.FLAG_SEND_FLUSH |
+        NbdProtocol.FLAG_SEND_FUA | NbdProtocol.FLAG_SEND_TRIM | NbdProtocol.FLAG_SEND_WRITE_ZEROES |
+        NbdProtocol.FLAG_CAN_MULTI_CONN;
+    private static final int TRANSMISSION_FLAGS_READ_ONLY = NbdProtocol.FLAG_HAS_FLAGS |
+        NbdProtocol.FLAG_READ_ONLY | NbdProtocol.FLAG_SEND_FLUSH | NbdProtocol.FLAG_CAN_MULTI_CONN;
+
+    private final NbdServer server;
+    private final SocketChannel channel;
+    private final String name;
+    private final Thread reader;
+    private final Object replyLock = new Object();
+    private final ByteBuffer header = ByteBuffer.allocateDirect(NbdProtocol.REQUEST_LENGTH);
+
+    private volatile boolean closed;
+    private volatile long readDeadlineNs = Long.MAX_VALUE;
+    private volatile long writeDeadlineNs = Long.MAX_VALUE;
+
+    private NbdExport export;
+    private boolean noZeroes;
+    private boolean ioErrorLogged;
+    private ByteBuffer memory;
+    private Thread[] workers;
+    private volatile RequestRing free;
+    private RequestRing work;
+
+    NbdConnection(final NbdServer server, final long id, final SocketChannel channel, final String peer)
+    {
+        this.server = server;
+        this.channel = channel;
+        this.name = "nbd-conn-" + id;
+        this.reader = new Thread(this, name + "-reader");
+        reader.setDaemon(true);
+        server.logger().log(System.Logger.Level.DEBUG, "{0}: accepted from {1}", name, peer);
+    }
+
+    void start()
+    {
+        readDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
+        reader.start();
+    }
+
+    /**
+     * Closes the socket, which ends the reader's and workers' blocking calls; the reader then releases the rest.
+     * Any thread.
+     */
+    void close()
+    {
+        closed = true;
+        try
+        {
+            channel.close();
+        }
+        catch (final IOException ex)
+        {
+            server.logger().log(System.Logger.Level.DEBUG, "{0}: close failed: {1}", name, ex);
+        }
+        final RequestRing freeRing = free;
+        if (freeRing != null)
+        {
+            freeRing.close();
+        }
+    }
+
+    /**
+     * Waits for the reader, which waits for the workers.
+     *
+     * @param timeoutMs longest wait.
+     * @throws InterruptedException when interrupted.
+     */
+    void join(final long timeoutMs) throws InterruptedException
+    {
+        reader.join(timeoutMs);
+    }
+
+    /**
+     * For the watchdog.
+     *
+     * @param nowNs the time now (System.nanoTime).
+     * @return true when the client has held up a handshake, a payload or a reply longer than the I/O timeout.
+     */
+    boolean deadlineExpired(final long nowNs)
+    {
+        return !closed && (nowNs - readDeadlineNs > 0 || nowNs - writeDeadlineNs > 0);
+    }
+
+    String name()
+    {
+        return name;
+    }
+
+    @Override
+    public void run()
+    {
+        try
+        {
+            export = handshake();
+            readDeadlineNs = Long.MAX_VALUE;
+            if (export != null)
+            {
+                server.logger().log(System.Logger.Level.DEBUG, "{0}: serving {1}", name, export.name());
+                transmission();
+            }
+        }
+        catch (final ProtocolException ex)
+        {
+            server.protocolError();
+            server.logger().log(System.Logger.Level.WARNING, "{0}: protocol error, closing: {1}", name,
+                ex.getMessage());
+        }
+        catch (final EOFException | ClosedChannelException ex)
+        {
+            server.logger().log(System.Logger.Level.DEBUG, "{0}: closed by the peer or the server", name);
+        }
+        catch (final IOException ex)
+        {
+            server.logger().log(System.Logger.Level.DEBUG, "{0}: connection failed: {1}", name, ex);
+        }
+        finally
+        {
+            shutdown();
+        }
+    }
+
+    private void shutdown()
+    {
+        boolean joined = true;
+        if (work != null)
+        {
+            // Workers finish what was queued (a DISC waits for in-flight requests), then find the ring empty.
+            work.close();
+            for (final Thread worker : workers)
+            {
+                try
+                {
+                    worker.join();
+                }
+                catch (final InterruptedException ex)
+                {
+                    Thread.currentThread().interrupt();
+                    joined = false;
+                }
+            }
+        }
+        close();
+        if (memory != null && joined)
+        {
+            BufferUtil.free(memory);
+        }
+        server.connectionClosed(this);
+        server.logger().log(System.Logger.Level.DEBUG, "{0}: closed", name);
+    }
+
+    private NbdExport handshake() throws IOException
+    {
+        final ByteBuffer hello = ByteBuffer.allocate(18);
+        hello.putLong(NbdProtocol.NBDMAGIC).putLong(NbdProtocol.IHAVEOPT)
+            .putShort((short)(NbdProtocol.FLAG_FIXED_NEWSTYLE | NbdProtocol.FLAG_NO_ZEROES)).flip();
+        writeFully(hello);
+        final ByteBuffer clientFlags = ByteBuffer.allocate(4);
+        readFully(clientFlags);
+        final int flags = clientFlags.getInt(0);
+        if ((flags & ~(NbdProtocol.FLAG_C_FIXED_NEWSTYLE | NbdProtocol.FLAG_C_NO_ZEROES)) != 0)
+        {
+            throw new ProtocolException("unknown client flags 0x" + Integer.toHexString(flags));
+        }
+        noZeroes = (flags & NbdProtocol.FLAG_C_NO_ZEROES) != 0;
+
+        final ByteBuffer optionHeader = ByteBuffer.allocate(16);
+        while (true)
+        {
+            optionHeader.clear();
+            readFully(optionHeader);
+            if (optionHeader.getLong(0) != NbdProtocol.IHAVEOPT)
+            {
+                throw new ProtocolException("option without IHAVEOPT magic");
+            }
+            final int option = optionHeader.getInt(8);
+            final long length = optionHeader.getInt(12) & 0xFFFF_FFFFL;
+            if (length > MAX_OPTION_LENGTH)
+            {
+                throw new ProtocolException("option " + option + " of " + length + " bytes");
+            }
+            final ByteBuffer data = ByteBuffer.allocate((int)length);
+            readFully(data);
+            data.flip();
+            switch (option)
+            {
+                case NbdProtocol.OPT_EXPORT_NAME:
+                {
+                    final NbdExport found = lookup(decode(data));
+                    if (found == null)
+                    {
+                        // The old way has no error reply: the spec says to close.
+                        throw new ProtocolException("NBD_OPT_EXPORT_NAME for an unknown export");
+                    }
+                    final ByteBuffer reply = ByteBuffer.allocate(noZeroes ? 10 : 134);
+                    reply.putLong(found.size()).putShort((short)transmissionFlags(found));
+                    reply.position(reply.limit()).flip();
+                    writeFully(reply);
+                    return found;
+                }
+                case NbdProtocol.OPT_ABORT:
+                    optionReply(option, NbdProtocol.REP_ACK, null);
+                    return null;
+                case NbdProtocol.OPT_LIST:
+                    list(option, length);
+                    break;
+                case NbdProtocol.OPT_INFO:
+                case NbdProtocol.OPT_GO:
+                {
+                    final NbdExport chosen = info(option, data);
+                    if (chosen != null && option == NbdProtocol.OPT_GO)
+                    {
+                        return chosen;
+                    }
+                    break;
+                }
+                default:
+                    // Includes STRUCTURED_REPLY and STARTTLS: clients fall back to simple replies and plain text.
+                    optionError(option, NbdProtocol.REP_ERR_UNSUP, "option " + option + " is not supported");
+                    break;
+            }
+        }
+    }
+
+    private void list(final int option, final long length) throws IOException
+    {
+        if (length != 0)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "NBD_OPT_LIST takes no data");
+            return;
+        }
+        final List<String> names = server.exports().names();
+        for (final String exportName : names)
+        {
+            final byte[] bytes = exportName.getBytes(StandardCharsets.UTF_8);
+            final ByteBuffer data = ByteBuffer.allocate(4 + bytes.length);
+            data.putInt(bytes.length).put(bytes).flip();
+            optionReply(option, NbdProtocol.REP_SERVER, data);
+        }
+        optionReply(option, NbdProtocol.REP_ACK, null);
+    }
+
+    /**
+     * NBD_OPT_INFO and NBD_OPT_GO: u32 name length, name, u16 count, count x u16 info type.
+     */
+    private NbdExport info(final int option, final ByteBuffer data) throws IOException
+    {
+        final int length = data.remaining();
+        if (length < 6)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "option data too short");
+            return null;
+        }
+        final long nameLength = data.getInt(0) & 0xFFFF_FFFFL;
+        if (nameLength > length - 6)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "export name longer than the option");
+            return null;
+        }
+        final int count = data.getShort(4 + (int)nameLength) & 0xFFFF;
+        if (length != 4 + nameLength + 2 + 2L * count)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "option length does not match its info requests");
+            return null;
+        }
+        final String exportName;
+        try
+        {
+            exportName = decode(data.duplicate().position(4).limit(4 + (int)nameLength));
+        }
+        catch (final ProtocolException ex)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "export name is not UTF-8");
+            return null;
+        }
+        boolean wantName = false;
+        boolean wantDescription = false;
+        for (int i = 0; i < count; i++)
+        {
+            final int type = data.getShort(4 + (int)nameLength + 2 + 2 * i) & 0xFFFF;
+            wantName |= type == NbdProtocol.INFO_NAME;
+            wantDescription |= type == NbdProtocol.INFO_DESCRIPTION;
+        }
+        final NbdExport found = lookup(exportName);
+        if (found == null)
+        {
+            optionError(option, NbdProtocol.REP_ERR_UNKNOWN, "no export named '" + exportName + "'");
+            return null;
+        }
+
+        final ByteBuffer exportInfo = ByteBuffer.allocate(12);
+        exportInfo.putShort((short)NbdProtocol.INFO_EXPORT).putLong(found.size())
+            .putShort((short)transmissionFlags(found)).flip();
+        optionReply(option, NbdProtocol.REP_INFO, exportInfo);
+        // Sent even when not asked for (the spec allows it): O_DIRECT needs 4096-byte alignment.
+        final ByteBuffer blockSize = ByteBuffer.allocate(14);
+        blockSize.putShort((short)NbdProtocol.INFO_BLOCK_SIZE).putInt(Slab.ALIGNMENT).putInt(Slab.ALIGNMENT)
+            .putInt(server.maxPayload()).flip();
+        optionReply(option, NbdProtocol.REP_INFO, blockSize);
+        if (wantName)
+        {
+            optionReply(option, NbdProtocol.REP_INFO, infoString(NbdProtocol.INFO_NAME, found.name()));
+        }
+        if (wantDescription)
+        {
+            optionReply(option, NbdProtocol.REP_INFO, infoString(NbdProtocol.INFO_DESCRIPTION,
+                "blockmover " + (found.isReadOnly() ? "read-only " : "") + "export " + found.name()));
+        }
+        optionReply(option, NbdProtocol.REP_ACK, null);
+        return found;
+    }
+
+    private static ByteBuffer infoString(final int type, final String text)
+    {
+        final byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+        final ByteBuffer data = ByteBuffer.allocate(2 + bytes.length);
+        data.putShort((short)type).put(bytes).flip();
+        return data;
+    }
+
+    /**
+     * The empty name, which clients send when the user named no export, means the only export when there is
+     * exactly one.
+     */
+    private NbdExport lookup(final String exportName)
+    {
+        final NbdExports exports = server.exports();
+        final NbdExport found = exports.find(exportName);
+        if (found == null && exportName.isEmpty())
+        {
+            final List<String> names = exports.names();
+            if (names.size() == 1)
+            {
+                return exports.find(names.get(0));
+            }
+        }
+        return found;
+    }
+
+    static int transmissionFlags(final NbdExport export)
+    {
+        // Multi-conn is safe: a flush on any connection is volume-wide (fdatasync) and covers every connection.
+        return export.isReadOnly() ? TRANSMISSION_FLAGS_READ_ONLY : TRANSMISSION_FLAGS_WRITABLE;
+    }
+
+    private static String decode(final ByteBuffer bytes) throws ProtocolException
+    {
+        try
+        {
+            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT).decode(bytes).toString();
+        }
+        catch (final CharacterCodingException ex)
+        {
+            throw new ProtocolException("export name is not UTF-8");
+        }
+    }
+
+    private void optionError(final int option, final int type, final String message) throws IOException
+    {
+        optionReply(option, type, ByteBuffer.wrap(message.getBytes(StandardCharsets.UTF_8)));
+    }
+
+    private void optionReply(final int option, final int type, final ByteBuffer data) throws IOException
+    {
+        final int length = data == null ? 0 : data.remaining();
+        final ByteBuffer reply = ByteBuffer.allocate(20 + length);
+        reply.putLong(NbdProtocol.OPTION_REPLY_MAGIC).putInt(option).putInt(type).putInt(length);
+        if (data != null)
+        {
+            reply.put(data);
+        }
+        reply.flip();
+        writeFully(reply);
+    }
+
+    private void transmission() throws IOException
+    {
+        final int slots = server.workersPerConnection();
+        final int maxPayload = server.maxPayload();
+        memory = ByteBuffer.allocateDirect(slots * maxPayload + Slab.ALIGNMENT);
+        final ByteBuffer aligned = memory.alignedSlice(Slab.ALIGNMENT);
+        free = new RequestRing(slots);
+        work = new RequestRing(slots);
+        for (int i = 0; i < slots; i++)
+        {
+            free.put(new NbdRequest(aligned.duplicate().position(i * maxPayload).limit((i + 1) * maxPayload)
+                .slice()));
+        }
+        if (closed)
+        {
+            free.close(); // close() may have run before the ring existed.
+        }
+        workers = new Thread[slots];
+        for (int i = 0; i < slots; i++)
+        {
+            workers[i] = new Thread(this::work, name + "-worker-" + i);
+            workers[i].setDaemon(true);
+            workers[i].start();
+        }
+
+        final long size = export.size();
+        final boolean readOnly = export.isReadOnly();
+        while (!closed)
+        {
+            header.clear();
+            if (!readHeader())
+            {
+                return;
+            }
+            if (header.getInt(0) != NbdProtocol.REQUEST_MAGIC)
+            {
+                throw new ProtocolException("bad request magic 0x" + Integer.toHexString(header.getInt(0)));
+            }
+            final int flags = header.getShort(4) & 0xFFFF;
+            final int type = header.getShort(6) & 0xFFFF;
+            final long cookie = header.getLong(8);
+            final long offset = header.getLong(16);
+            final long length = header.getInt(24) & 0xFFFF_FFFFL;
+            server.request();
+            if (type == CMD_DISC)
+            {
+                return;
+            }
+            final NbdRequest request = free.take();
+            if (request == null)
+            {
+                return;
+            }
+            request.type = type;
+            request.flags = flags;
+            request.cookie = cookie;
+            request.offset = offset;
+            request.length = length;
+            request.error = validate(type, offset, length, size, readOnly, maxPayload);
+            if (type == CMD_WRITE)
+            {
+                if (!readPayload(request))
+                {
+                    work.put(request);
+                    return;
+                }
+            }
+            work.put(request);
+        }
+    }
+
+    /**
+     * Checks a request against the export before any I/O; the rules are those advertised in the handshake
+     * (minimum block 4096, maximum block maxPayload).
+     *
+     * @return 0 or the NBD error to reply with.
+     */
+    static int validate(
+        final int type, final long offset, final long length, final long size, final boolean readOnly,
+        final int maxPayload)
+    {
+        switch (type)
+        {
+            case CMD_FLUSH:
+                return 0;
+            case CMD_READ:
+            case CMD_WRITE:
+                if (length > maxPayload)
+                {
+                    return NBD_EINVAL;
+                }
+                break;
+            case CMD_TRIM:
+            case CMD_WRITE_ZEROES:
+                break;
+            default:
+                return NBD_EINVAL;
+        }
+        if (readOnly && type != CMD_READ)
+        {
+            return NBD_EPERM;
+        }
+        if (length == 0 || offset < 0 || offset > size || length > size - offset)
+        {
+            return NBD_EINVAL;
+        }
+        if ((offset & (Slab.ALIGNMENT - 1)) != 0 ||
+            ((length & (Slab.ALIGNMENT - 1)) != 0 && offset + length != size))
+        {
+            return NBD_EINVAL;
+        }
+        return 0;
+    }
+
+    /**
+     * Reads a WRITE's payload into the slot, or past it when the request is refused.
+     *
+     * @return false when the connection must close after replying.
+     */
+    private boolean readPayload(final NbdRequest request) throws IOException
+    {
+        final ByteBuffer buffer = request.buffer;
+        final long length = request.length;
+        if (request.error != 0 && length > MAX_DISCARD_LENGTH)
+        {
+            server.logger().log(System.Logger.Level.WARNING, "{0}: WRITE of {1} bytes refused, closing", name,
+                length);
+            return false;
+        }
+        readDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
+        try
+        {
+            long remaining = length;
+            while (remaining > 0)
+            {
+                final int chunk = (int)Math.min(remaining, buffer.capacity());
+                buffer.clear().limit(chunk);
+                readFully(buffer);
+                remaining -= chunk;
+            }
+        }
+        catch (final IOException ex)
+        {
+            free.put(request); // The request dies with the connection; its slot goes home.
+            throw ex;
+        }
+        finally
+        {
+            readDeadlineNs = Long.MAX_VALUE;
+        }
+        return true;
+    }
+
+    private boolean readHeader() throws IOException
+    {
+        final int first = channel.read(header);
+        if (first < 0)
+        {
+            return false; // The client closed between requests without NBD_CMD_DISC: not an error.
+        }
+        if (header.hasRemaining())
+        {
+            readDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
+            try
+            {
+                readFully(header);
+            }
+            finally
+            {
+                readDeadlineNs = Long.MAX_VALUE;
+            }
+        }
+        return true;
+    }
+
+    private void work()
+    {
+        while (true)
+        {
+            final NbdRequest request = work.take();
+            if (request == null)
+            {
+                return;
+            }
+            if (!closed)
+            {
+                execute(request);
+                reply(request);
+            }
+            free.put(request);
+        }
+    }
+
+    private void execute(final NbdRequest request)
+    {
+        if (request.error == 0)
+        {
+            final boolean fua = (request.flags & CMD_FLAG_FUA) != 0;
+            try
+            {
+                switch (request.type)
+                {
+                    case CMD_READ:
+                        export.read(request.offset, request.buffer, (int)request.length);
+                        server.bytesRead(request.length);
+                        break;
+                    case CMD_WRITE:
+                        export.write(request.offset, request.buffer, (int)request.length, fua);
+                        server.bytesWritten(request.length);
+                        break;
+                    case CMD_FLUSH:
+                        export.flush();
+                        break;
+                    case CMD_TRIM:
+                        export.trim(request.offset, request.length);
+                        if (fua)
+                        {
+                            export.flush();
+                        }
+                        break;
+                    case CMD_WRITE_ZEROES:
+                        export.writeZeroes(request.offset, request.length, fua);
+                        break;
+                    default:
+                        request.error = NBD_EINVAL;
+                        break;
+                }
+            }
+            catch (final NbdErrorException ex)
+            {
+                request.error = ex.errorCode() == 0 ? NBD_EIO : ex.errorCode();
+                ioFailed(request, ex);
+            }
+            catch (final IOException | RuntimeException ex)
+            {
+                request.error = NBD_EIO;
+                ioFailed(request, ex);
+            }
+        }
+        if (request.error != 0)
+        {
+            server.error();
+        }
+    }
+
+    private void ioFailed(final NbdRequest request, final Exception ex)
+    {
+        // Counted always; logged once per connection, as a failing disk fails every request.
+        if (!ioErrorLogged)
+        {
+            ioErrorLogged = true;
+            server.logger().log(System.Logger.Level.WARNING, "{0}: {1} of {2} bytes at {3} failed: {4}", name,
+                commandName(request.type), request.length, request.offset, ex.toString());
+        }
+    }
+
+    private static String commandName(final int type)
+    {
+        switch (type)
+        {
+            case CMD_READ:
+                return "READ";
+            case CMD_WRITE:
+                return "WRITE";
+            case CMD_FLUSH:
+                return "FLUSH";
+            case CMD_TRIM:
+                return "TRIM";
+            case CMD_WRITE_ZEROES:
+                return "WRITE_ZEROES";
+            default:
+                return "command " + type;
+        }
+    }
+
+    private void reply(final NbdRequest request)
+    {
+        final ByteBuffer replyHeader = request.replyHeader;
+        replyHeader.clear();
+        replyHeader.putInt(0, NbdProtocol.SIMPLE_REPLY_MAGIC).putInt(4, request.error).putLong(8, request.cookie);
+        final boolean withData = request.type == CMD_READ && request.error == 0;
+        if (withData)
+        {
+            request.buffer.limit((int)request.length).position(0);
+        }
+        synchronized (replyLock)
+        {
+            writeDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
+            try
+            {
+                if (withData)
+                {
+                    final ByteBuffer data = request.buffer;
+                    while (data.hasRemaining())
+                    {
+                        channel.write(request.replyWithData);
+                    }
+                }
+                else
+                {
+                    while (replyHeader.hasRemaining())
+                    {
+                        channel.write(replyHeader);
+                    }
+                }
+            }
+            catch (final IOException ex)
+            {
+                // The client is gone or was cut off by the watchdog: the reader sees the closed socket and ends.
+                server.logger().log(System.Logger.Level.DEBUG, "{0}: reply failed: {1}", name, ex);
+                close();
+            }
+            finally
+            {
+                writeDeadlineNs = Long.MAX_VALUE;
+            }
+        }
+    }
+
+    private void readFully(final ByteBuffer buffer) throws IOException
+    {
+        while (buffer.hasRemaining())
+        {
+            if (channel.read(buffer) < 0)
+            {
+                throw new EOFException("peer closed the connection");
+            }
+        }
+    }
+
+    private void writeFully(final ByteBuffer buffer) throws IOException
+    {
+        while (buffer.hasRemaining())
+        {
+            channel.write(buffer);
+        }
+    }
+}

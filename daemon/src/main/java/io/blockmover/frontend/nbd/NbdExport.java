@@ -1,0 +1,79 @@
+package io.blockmover.frontend.nbd;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+/**
+ * A back end served over NBD: a range of {@link #size()} bytes. The server has already checked every request
+ * against the size, the read-only flag and 4096-byte alignment (a length may end in a shorter tail only where
+ * the request ends exactly at {@link #size()}), so an implementation sees only valid ranges.
+ * <p>
+ * Threading: called concurrently from the worker threads of every connection to the export; implementations
+ * must be thread-safe and must not allocate per call on the read and write paths. A failure reaches the client
+ * as the code of an {@link NbdErrorException}, or EIO for any other {@link IOException}.
+ */
+public interface NbdExport
+{
+    /**
+     * @return the export's name, as clients ask for it.
+     */
+    String name();
+
+    /**
+     * @return size in bytes; fixed while the export is served.
+     */
+    long size();
+
+    /**
+     * @return true when clients may only read.
+     */
+    boolean isReadOnly();
+
+    /**
+     * Reads {@code length} bytes at {@code offset} into {@code dst} from its position 0.
+     *
+     * @param offset byte offset.
+     * @param dst    direct buffer aligned to 4096 with room for length bytes; position and limit are the callee's.
+     * @param length bytes to read.
+     * @throws IOException on failure.
+     */
+    void read(long offset, ByteBuffer dst, int length) throws IOException;
+
+    /**
+     * Writes {@code length} bytes from {@code src} (from its position 0) at {@code offset}. Returns when the write
+     * may be acknowledged: durable when {@code fua} is set, otherwise durable after the next {@link #flush()}.
+     *
+     * @param offset byte offset.
+     * @param src    direct buffer aligned to 4096 holding the bytes from position 0.
+     * @param length bytes to write.
+     * @param fua    force unit access: durable before returning.
+     * @throws IOException on failure.
+     */
+    void write(long offset, ByteBuffer src, int length, boolean fua) throws IOException;
+
+    /**
+     * Makes every write acknowledged so far, on any connection, durable.
+     *
+     * @throws IOException on failure.
+     */
+    void flush() throws IOException;
+
+    /**
+     * Advises that a range is no longer needed; its content afterwards is unspecified.
+     *
+     * @param offset byte offset.
+     * @param length bytes.
+     * @throws IOException on failure.
+     */
+    void trim(long offset, long length) throws IOException;
+
+    /**
+     * Writes zeroes over a range.
+     *
+     * @param offset byte offset.
+     * @param length bytes.
+     * @param fua    durable before returning.
+     * @throws IOException on failure.
+     */
+    void writeZeroes(long offset, long length, boolean fua) throws IOException;
+}

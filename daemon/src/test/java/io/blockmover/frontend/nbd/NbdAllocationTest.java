@@ -1,0 +1,133 @@
+package io.blockmover.frontend.nbd;
+
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.io.Volume;
+
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLUSH;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_READ;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The request path allocates nothing: after a warm-up, the reader and worker threads of a connection serving
+ * thousands of pipelined reads, writes and flushes are measured with the JVM's per-thread allocation counter.
+ */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
+class NbdAllocationTest
+{
+    private static final int BLOCK = 4096;
+    private static final int SIZE = 4 * 1024 * 1024;
+    private static final int DEPTH = 8;
+    private static final int WARM_UP_ROUNDS = 400;
+    private static final int MEASURED_ROUNDS = 800;
+    /** Less than one small object per 16 requests: an allocation per request fails the test. */
+    private static final long ALLOCATION_BOUND = MEASURED_ROUNDS * DEPTH * 2L;
+
+    @TempDir
+    Path dir;
+
+    private static void round(final RawNbdClient client, final byte[] data, final int round) throws IOException
+    {
+        for (int i = 0; i < DEPTH; i++)
+        {
+            final long offset = (long)((round * DEPTH + i) % (SIZE / BLOCK)) * BLOCK;
+            client.sendRequest(CMD_WRITE, 0, i, offset, BLOCK, data);
+        }
+        for (int i = 0; i < DEPTH; i++)
+        {
+            assertEquals(0, client.readReply(0).error());
+        }
+        for (int i = 0; i < DEPTH; i++)
+        {
+            final long offset = (long)((round * DEPTH + i) % (SIZE / BLOCK)) * BLOCK;
+            client.sendRequest(CMD_READ, 0, i, offset, BLOCK, null);
+        }
+        for (int i = 0; i < DEPTH; i++)
+        {
+            assertEquals(0, client.readReply(BLOCK).error());
+        }
+        if (round % DEPTH == 0)
+        {
+            assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+        }
+    }
+
+    private static long[] connectionThreadIds()
+    {
+        final List<Long> ids = new ArrayList<>();
+        for (final Thread thread : Thread.getAllStackTraces().keySet())
+        {
+            if (thread.getName().startsWith("nbd-conn-"))
+            {
+                ids.add(thread.getId());
+            }
+        }
+        final long[] result = new long[ids.size()];
+        for (int i = 0; i < result.length; i++)
+        {
+            result[i] = ids.get(i);
+        }
+        return result;
+    }
+
+    private static long allocated(final com.sun.management.ThreadMXBean threads, final long[] ids)
+    {
+        long total = 0;
+        for (final long bytes : threads.getThreadAllocatedBytes(ids))
+        {
+            total += bytes;
+        }
+        return total;
+    }
+
+    @Test
+    void shouldNotAllocateOnTheRequestPath() throws IOException
+    {
+        final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
+        final Path file = dir.resolve("disk.img");
+        Files.write(file, new byte[SIZE]);
+        final ExportRegistry exports = new ExportRegistry();
+        final Path socket = dir.resolve("nbd.sock");
+        try (Volume volume = Volume.open(file, true);
+            NbdServer server = new NbdServer(exports, socket, null, 4, 1024 * 1024, System.getLogger("nbd-alloc")))
+        {
+            exports.add(new VolumeExport("disk", volume, false));
+            server.start();
+            try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+            {
+                final byte[] data = NbdServerTest.random(BLOCK, 3);
+                for (int r = 0; r < WARM_UP_ROUNDS; r++)
+                {
+                    round(client, data, r);
+                }
+                final long[] ids = connectionThreadIds();
+                assertEquals(5, ids.length, "one reader and four workers");
+                final long before = allocated(threads, ids);
+                for (int r = 0; r < MEASURED_ROUNDS; r++)
+                {
+                    round(client, data, r);
+                }
+                final long allocated = allocated(threads, ids) - before;
+
+                final long requests = MEASURED_ROUNDS * DEPTH * 2L;
+                System.out.println("NBD request path: " + allocated + " bytes allocated over " + requests +
+                    " requests");
+                assertTrue(allocated < ALLOCATION_BOUND, allocated + " bytes allocated over " + requests +
+                    " requests");
+            }
+        }
+    }
+}

@@ -1,0 +1,570 @@
+package io.blockmover.frontend.nbd;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.io.Volume;
+
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_DISC;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLAG_FUA;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLAG_NO_HOLE;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLUSH;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_READ;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_TRIM;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE;
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE_ZEROES;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EINVAL;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+/**
+ * The server over a real O_DIRECT file, driven byte by byte through {@link RawNbdClient} on a real Unix socket.
+ */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
+class NbdServerTest
+{
+    static final int BLOCK = 4096;
+    static final int SIZE = 8 * 1024 * 1024;
+    static final int MAX_PAYLOAD = 1024 * 1024;
+
+    @TempDir
+    Path dir;
+
+    private final ExportRegistry exports = new ExportRegistry();
+    private Volume volume;
+    private Volume readOnlyVolume;
+    private NbdServer server;
+    private Path socket;
+    private Path file;
+
+    static byte[] random(final int length, final long seed)
+    {
+        final byte[] bytes = new byte[length];
+        new Random(seed).nextBytes(bytes);
+        return bytes;
+    }
+
+    static void awaitTrue(final String what, final BooleanSupplier condition) throws InterruptedException
+    {
+        final long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!condition.getAsBoolean())
+        {
+            if (System.nanoTime() - deadlineNs > 0)
+            {
+                fail("timed out waiting until " + what);
+            }
+            Thread.sleep(10);
+        }
+    }
+
+    private void start(final long ioTimeoutNs) throws IOException
+    {
+        file = dir.resolve("disk.img");
+        Files.write(file, random(SIZE, 7));
+        volume = Volume.open(file, true);
+        exports.add(new VolumeExport("disk", volume, false));
+        socket = dir.resolve("nbd.sock");
+        server = new NbdServer(exports, socket, null, 4, MAX_PAYLOAD, ioTimeoutNs, System.getLogger("nbd-test"));
+        server.start();
+    }
+
+    private void start() throws IOException
+    {
+        start(NbdServer.DEFAULT_IO_TIMEOUT_NS);
+    }
+
+    private void addReadOnlyExport(final int size) throws IOException
+    {
+        final Path roFile = dir.resolve("ro.img");
+        Files.write(roFile, random(size, 9));
+        readOnlyVolume = Volume.open(roFile, false);
+        exports.add(new VolumeExport("ro", readOnlyVolume, true));
+    }
+
+    private byte[] fileRange(final long offset, final int length) throws IOException
+    {
+        return Arrays.copyOfRange(Files.readAllBytes(file), (int)offset, (int)offset + length);
+    }
+
+    @AfterEach
+    void stop()
+    {
+        if (server != null)
+        {
+            server.close();
+        }
+        if (volume != null)
+        {
+            volume.close();
+        }
+        if (readOnlyVolume != null)
+        {
+            readOnlyVolume.close();
+        }
+    }
+
+    @Test
+    void shouldGreetWithFixedNewstyleAndNoZeroes() throws IOException
+    {
+        start();
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            assertEquals(NbdProtocol.FLAG_FIXED_NEWSTYLE | NbdProtocol.FLAG_NO_ZEROES, client.handshakeFlags);
+        }
+        assertEquals("rw-rw----", PosixFilePermissions.toString(
+            Files.getPosixFilePermissions(socket)));
+    }
+
+    @Test
+    void shouldListEveryExport() throws IOException
+    {
+        start();
+        addReadOnlyExport(4 * BLOCK);
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            client.sendOption(NbdProtocol.OPT_LIST, new byte[0]);
+            final List<RawNbdClient.OptionReply> replies = client.readOptionReplies();
+
+            assertEquals(3, replies.size());
+            assertEquals(NbdProtocol.REP_SERVER, replies.get(0).type());
+            assertEquals("disk", new String(replies.get(0).data(), 4, 4, StandardCharsets.UTF_8));
+            assertEquals("ro", new String(replies.get(1).data(), 4, 2, StandardCharsets.UTF_8));
+            assertEquals(NbdProtocol.REP_ACK, replies.get(2).type());
+
+            client.sendOption(NbdProtocol.OPT_LIST, new byte[] {1});
+            assertEquals(NbdProtocol.REP_ERR_INVALID, client.readOptionReply().type());
+        }
+    }
+
+    @Test
+    void shouldAnswerInfoWithSizeFlagsBlockSizesNameAndDescription() throws IOException
+    {
+        start();
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            client.sendOption(NbdProtocol.OPT_INFO, RawNbdClient.infoData("disk", NbdProtocol.INFO_NAME,
+                NbdProtocol.INFO_DESCRIPTION, NbdProtocol.INFO_BLOCK_SIZE));
+            final List<RawNbdClient.OptionReply> replies = client.readOptionReplies();
+
+            final Map<Integer, ByteBuffer> infos = new HashMap<>();
+            for (final RawNbdClient.OptionReply reply : replies)
+            {
+                assertEquals(NbdProtocol.OPT_INFO, reply.option());
+                if (reply.type() == NbdProtocol.REP_INFO)
+                {
+                    infos.put((int)reply.buffer().getShort(0), reply.buffer());
+                }
+            }
+            assertEquals(NbdProtocol.REP_ACK, replies.get(replies.size() - 1).type());
+            assertEquals(SIZE, infos.get(NbdProtocol.INFO_EXPORT).getLong(2));
+            assertEquals(NbdProtocol.FLAG_HAS_FLAGS | NbdProtocol.FLAG_SEND_FLUSH | NbdProtocol.FLAG_SEND_FUA |
+                NbdProtocol.FLAG_SEND_TRIM | NbdProtocol.FLAG_SEND_WRITE_ZEROES | NbdProtocol.FLAG_CAN_MULTI_CONN,
+                infos.get(NbdProtocol.INFO_EXPORT).getShort(10) & 0xFFFF);
+            final ByteBuffer blockSize = infos.get(NbdProtocol.INFO_BLOCK_SIZE);
+            assertEquals(BLOCK, blockSize.getInt(2));
+            assertEquals(BLOCK, blockSize.getInt(6));
+            assertEquals(MAX_PAYLOAD, blockSize.getInt(10));
+            assertEquals("disk", new String(infos.get(NbdProtocol.INFO_NAME).array(), 2, 4, StandardCharsets.UTF_8));
+            assertTrue(infos.containsKey(NbdProtocol.INFO_DESCRIPTION));
+
+            // INFO leaves the client in option haggling: GO on the empty name (the only export) then works.
+            assertEquals(NbdProtocol.REP_ACK, last(client.go("")).type());
+            assertEquals(SIZE, client.size);
+            assertArrayEquals(fileRange(0, BLOCK), client.read(0, BLOCK).data());
+        }
+    }
+
+    private static RawNbdClient.OptionReply last(final List<RawNbdClient.OptionReply> replies)
+    {
+        return replies.get(replies.size() - 1);
+    }
+
+    @Test
+    void shouldRefuseUnknownExportUnsupportedAndMalformedOptionsThenAbort() throws IOException
+    {
+        start();
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            assertEquals(NbdProtocol.REP_ERR_UNKNOWN, last(client.go("nope")).type());
+
+            client.sendOption(NbdProtocol.OPT_STRUCTURED_REPLY, new byte[0]);
+            assertEquals(NbdProtocol.REP_ERR_UNSUP, client.readOptionReply().type());
+            client.sendOption(NbdProtocol.OPT_STARTTLS, new byte[0]);
+            assertEquals(NbdProtocol.REP_ERR_UNSUP, client.readOptionReply().type());
+            client.sendOption(4242, new byte[] {1, 2, 3});
+            assertEquals(NbdProtocol.REP_ERR_UNSUP, client.readOptionReply().type());
+
+            final byte[] truncated = Arrays.copyOf(RawNbdClient.infoData("disk", NbdProtocol.INFO_NAME), 9);
+            client.sendOption(NbdProtocol.OPT_GO, truncated);
+            assertEquals(NbdProtocol.REP_ERR_INVALID, client.readOptionReply().type());
+            client.sendOption(NbdProtocol.OPT_GO, new byte[] {0, 0});
+            assertEquals(NbdProtocol.REP_ERR_INVALID, client.readOptionReply().type());
+
+            client.sendOption(NbdProtocol.OPT_ABORT, new byte[0]);
+            final RawNbdClient.OptionReply ack = client.readOptionReply();
+            assertEquals(NbdProtocol.OPT_ABORT, ack.option());
+            assertEquals(NbdProtocol.REP_ACK, ack.type());
+            assertTrue(client.isClosedByServer());
+        }
+        assertEquals(0, server.protocolErrors());
+    }
+
+    @Test
+    void shouldServeThroughExportNameWithAndWithoutZeroes() throws IOException
+    {
+        start();
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            client.sendOption(NbdProtocol.OPT_EXPORT_NAME, "disk".getBytes(StandardCharsets.UTF_8));
+            final ByteBuffer reply = client.readExactly(10);
+            assertEquals(SIZE, reply.getLong(0));
+            assertEquals(NbdProtocol.FLAG_HAS_FLAGS, reply.getShort(8) & NbdProtocol.FLAG_HAS_FLAGS);
+            assertArrayEquals(fileRange(BLOCK, 2 * BLOCK), client.read(BLOCK, 2 * BLOCK).data());
+        }
+        try (RawNbdClient client = new RawNbdClient(socket).handshake(NbdProtocol.FLAG_C_FIXED_NEWSTYLE))
+        {
+            client.sendOption(NbdProtocol.OPT_EXPORT_NAME, "disk".getBytes(StandardCharsets.UTF_8));
+            final ByteBuffer reply = client.readExactly(134);
+            assertEquals(SIZE, reply.getLong(0));
+            for (int i = 10; i < 134; i++)
+            {
+                assertEquals(0, reply.get(i));
+            }
+            assertArrayEquals(fileRange(0, BLOCK), client.read(0, BLOCK).data());
+        }
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            client.sendOption(NbdProtocol.OPT_EXPORT_NAME, "nope".getBytes(StandardCharsets.UTF_8));
+            assertTrue(client.isClosedByServer());
+        }
+    }
+
+    @Test
+    void shouldRoundTripPipelinedWritesAndReadsOutOfOrder() throws IOException
+    {
+        start();
+        final int requests = 64;
+        final int length = 64 * 1024;
+        final byte[] data = random(requests * length, 11);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            assertEquals(SIZE, client.size);
+            for (int i = 0; i < requests; i++)
+            {
+                client.sendRequest(CMD_WRITE, 0, 1000 + i, (long)i * length, length,
+                    Arrays.copyOfRange(data, i * length, (i + 1) * length));
+            }
+            final boolean[] seen = new boolean[requests];
+            for (int i = 0; i < requests; i++)
+            {
+                final RawNbdClient.Reply reply = client.readReply(0);
+                assertEquals(0, reply.error());
+                final int index = (int)(reply.cookie() - 1000);
+                assertFalse(seen[index], "one reply per cookie");
+                seen[index] = true;
+            }
+            assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+
+            for (int i = 0; i < requests; i++)
+            {
+                client.sendRequest(CMD_READ, 0, i, (long)i * length, length, null);
+            }
+            final byte[] back = new byte[requests * length];
+            for (int i = 0; i < requests; i++)
+            {
+                final RawNbdClient.Reply reply = client.readReply(length);
+                assertEquals(0, reply.error());
+                System.arraycopy(reply.data(), 0, back, (int)reply.cookie() * length, length);
+            }
+            assertArrayEquals(data, back);
+            assertArrayEquals(data, fileRange(0, data.length));
+        }
+        assertEquals(2L * requests * length, server.bytesRead() + server.bytesWritten());
+        assertEquals(0, server.errors());
+    }
+
+    @Test
+    void shouldFlushTrimWriteZeroesAndHonourFua() throws IOException
+    {
+        start();
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            final byte[] data = random(8 * BLOCK, 13);
+            assertEquals(0, client.write(0, data, CMD_FLAG_FUA));
+            assertArrayEquals(data, fileRange(0, data.length));
+
+            assertEquals(0, client.command(CMD_WRITE_ZEROES, 0, BLOCK, 2 * BLOCK));
+            assertEquals(0, client.command(CMD_WRITE_ZEROES, CMD_FLAG_FUA | CMD_FLAG_NO_HOLE, 5 * BLOCK, BLOCK));
+            // Longer than the zero buffer and than max payload: no payload, so allowed.
+            assertEquals(0, client.command(CMD_WRITE_ZEROES, 0, 2 * 1024 * 1024, 3 * 1024 * 1024));
+            assertEquals(0, client.command(CMD_TRIM, 0, 6 * BLOCK, BLOCK));
+            assertEquals(0, client.command(CMD_TRIM, CMD_FLAG_FUA, 7 * BLOCK, BLOCK));
+            assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+
+            final byte[] expected = data.clone();
+            Arrays.fill(expected, BLOCK, 3 * BLOCK, (byte)0);
+            Arrays.fill(expected, 5 * BLOCK, 6 * BLOCK, (byte)0);
+            // Trim is advisory: the trimmed blocks keep their bytes.
+            assertArrayEquals(expected, client.read(0, 8 * BLOCK).data());
+            assertArrayEquals(expected, fileRange(0, 8 * BLOCK));
+            assertArrayEquals(new byte[3 * 1024 * 1024], fileRange(2 * 1024 * 1024, 3 * 1024 * 1024));
+        }
+    }
+
+    @Test
+    void shouldRejectOutOfRangeRequestsAndChangeNothing() throws IOException
+    {
+        start();
+        final byte[] before = Files.readAllBytes(file);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            assertEquals(NBD_EINVAL, client.read(SIZE, BLOCK).error());
+            assertEquals(NBD_EINVAL, client.read(SIZE - BLOCK, 2 * BLOCK).error());
+            assertEquals(NBD_EINVAL, client.read(-BLOCK, BLOCK).error());
+            assertEquals(NBD_EINVAL, client.write(SIZE - BLOCK, random(2 * BLOCK, 1), 0));
+            assertEquals(NBD_EINVAL, client.write(Long.MAX_VALUE - BLOCK + 1, random(BLOCK, 1), 0));
+            assertEquals(NBD_EINVAL, client.command(CMD_WRITE_ZEROES, 0, SIZE - BLOCK, 2 * BLOCK));
+            assertEquals(NBD_EINVAL, client.command(CMD_TRIM, 0, SIZE, BLOCK));
+            // The refused payloads were skipped: the stream is still in step.
+            assertArrayEquals(fileRange(SIZE - BLOCK, BLOCK), client.read(SIZE - BLOCK, BLOCK).data());
+        }
+        assertArrayEquals(before, Files.readAllBytes(file));
+        assertEquals(7, server.errors());
+    }
+
+    @Test
+    void shouldRejectMisalignedOffsetAndLength() throws IOException
+    {
+        start();
+        final byte[] before = Files.readAllBytes(file);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            assertEquals(BLOCK, client.minimumBlock);
+            assertEquals(NBD_EINVAL, client.read(512, BLOCK).error());
+            assertEquals(NBD_EINVAL, client.read(0, 512).error());
+            assertEquals(NBD_EINVAL, client.write(512, random(BLOCK, 2), 0));
+            assertEquals(NBD_EINVAL, client.write(0, random(BLOCK + 512, 2), 0));
+            assertEquals(NBD_EINVAL, client.command(CMD_WRITE_ZEROES, 0, 0, 512));
+            assertEquals(0, client.read(0, BLOCK).error());
+        }
+        assertArrayEquals(before, Files.readAllBytes(file));
+    }
+
+    @Test
+    void shouldAcceptShortTailOnlyWhereItEndsTheExport() throws IOException
+    {
+        start();
+        final int oddSize = 3 * BLOCK + 512;
+        final Path oddFile = dir.resolve("odd.img");
+        Files.write(oddFile, random(oddSize, 3));
+        try (Volume odd = Volume.open(oddFile, true))
+        {
+            exports.add(new VolumeExport("odd", odd, false));
+            try (RawNbdClient client = new RawNbdClient(socket).connect("odd"))
+            {
+                assertEquals(oddSize, client.size);
+                final byte[] data = random(BLOCK + 512, 4);
+                assertEquals(0, client.write(2 * BLOCK, data, CMD_FLAG_FUA));
+                assertArrayEquals(data, client.read(2 * BLOCK, BLOCK + 512).data());
+                assertEquals(NBD_EINVAL, client.read(BLOCK, 512).error());
+                assertEquals(0, client.command(CMD_WRITE_ZEROES, 0, 3 * BLOCK, 512));
+                assertArrayEquals(new byte[512], client.read(3 * BLOCK, 512).data());
+            }
+        }
+    }
+
+    @Test
+    void shouldRefuseWritesToReadOnlyExport() throws IOException
+    {
+        start();
+        addReadOnlyExport(4 * BLOCK);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("ro"))
+        {
+            assertEquals(NbdProtocol.FLAG_READ_ONLY, client.transmissionFlags & NbdProtocol.FLAG_READ_ONLY);
+            assertEquals(NBD_EPERM, client.write(0, random(BLOCK, 5), 0));
+            assertEquals(NBD_EPERM, client.command(CMD_TRIM, 0, 0, BLOCK));
+            assertEquals(NBD_EPERM, client.command(CMD_WRITE_ZEROES, 0, 0, BLOCK));
+            assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+            assertArrayEquals(Arrays.copyOf(random(4 * BLOCK, 9), BLOCK), client.read(0, BLOCK).data());
+        }
+        assertArrayEquals(random(4 * BLOCK, 9), Files.readAllBytes(dir.resolve("ro.img")));
+    }
+
+    @Test
+    void shouldRejectUnknownCommandZeroLengthAndOversizedRequests() throws IOException
+    {
+        start();
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            assertEquals(NBD_EINVAL, client.command(99, 0, 0, BLOCK));
+            assertEquals(NBD_EINVAL, client.command(5, 0, 0, BLOCK));
+            assertEquals(NBD_EINVAL, client.read(0, 0).error());
+            assertEquals(NBD_EINVAL, client.read(0, MAX_PAYLOAD + BLOCK).error());
+            // Larger than a slot's buffer: the payload is read and thrown away in pieces, the stream stays in step.
+            assertEquals(NBD_EINVAL, client.write(0, random(2 * MAX_PAYLOAD + BLOCK, 6), 0));
+            assertArrayEquals(fileRange(0, BLOCK), client.read(0, BLOCK).data());
+
+            // Beyond the discard limit the server replies, then hangs up.
+            client.sendRequest(CMD_WRITE, 0, 77, 0, NbdConnection.MAX_DISCARD_LENGTH + BLOCK, null);
+            final RawNbdClient.Reply reply = client.readReply(0);
+            assertEquals(77, reply.cookie());
+            assertEquals(NBD_EINVAL, reply.error());
+            assertTrue(client.isClosedByServer());
+        }
+    }
+
+    @Test
+    void shouldCloseOnlyTheConnectionThatSendsBadMagic() throws Exception
+    {
+        start();
+        try (RawNbdClient good = new RawNbdClient(socket).connect("disk");
+            RawNbdClient bad = new RawNbdClient(socket).connect("disk"))
+        {
+            final byte[] garbage = random(NbdProtocol.REQUEST_LENGTH, 8);
+            bad.write(ByteBuffer.wrap(garbage));
+            assertTrue(bad.isClosedByServer());
+            assertArrayEquals(fileRange(0, BLOCK), good.read(0, BLOCK).data());
+            awaitTrue("the bad connection is gone", () -> server.connections() == 1);
+        }
+        assertEquals(1, server.protocolErrors());
+    }
+
+    @Test
+    void shouldSurviveClientThatDisconnectsMidPayload() throws Exception
+    {
+        start();
+        final byte[] before = Files.readAllBytes(file);
+        try (RawNbdClient good = new RawNbdClient(socket).connect("disk"))
+        {
+            try (RawNbdClient quitter = new RawNbdClient(socket).connect("disk"))
+            {
+                final ByteBuffer partial = ByteBuffer.allocate(NbdProtocol.REQUEST_LENGTH + 1000);
+                partial.putInt(NbdProtocol.REQUEST_MAGIC).putShort((short)0).putShort((short)CMD_WRITE).putLong(1)
+                    .putLong(0).putInt(MAX_PAYLOAD).put(random(1000, 1)).flip();
+                quitter.write(partial);
+            }
+            awaitTrue("the quitter's connection is gone", () -> server.connections() == 1);
+            assertArrayEquals(fileRange(0, BLOCK), good.read(0, BLOCK).data());
+        }
+        assertArrayEquals(before, Files.readAllBytes(file));
+    }
+
+    @Test
+    void shouldFinishInFlightRequestsBeforeDisconnecting() throws IOException
+    {
+        start();
+        final int requests = 16;
+        final byte[] data = random(requests * BLOCK, 12);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            for (int i = 0; i < requests; i++)
+            {
+                client.sendRequest(CMD_WRITE, 0, i, (long)i * BLOCK, BLOCK,
+                    Arrays.copyOfRange(data, i * BLOCK, (i + 1) * BLOCK));
+            }
+            client.sendRequest(CMD_DISC, 0, 99, 0, 0, null);
+            for (int i = 0; i < requests; i++)
+            {
+                assertEquals(0, client.readReply(0).error());
+            }
+            assertTrue(client.isClosedByServer());
+        }
+        assertArrayEquals(data, fileRange(0, data.length));
+    }
+
+    @Test
+    void shouldCutOffClientThatStopsReadingRepliesWithoutHurtingOthers() throws Exception
+    {
+        start(TimeUnit.MILLISECONDS.toNanos(500));
+        try (RawNbdClient stuck = new RawNbdClient(socket).connect("disk");
+            RawNbdClient good = new RawNbdClient(socket).connect("disk"))
+        {
+            // Far more reply data than the socket buffers hold, and never read.
+            for (int i = 0; i < 64; i++)
+            {
+                stuck.sendRequest(CMD_READ, 0, i, 0, MAX_PAYLOAD, null);
+            }
+            assertArrayEquals(fileRange(0, BLOCK), good.read(0, BLOCK).data());
+            awaitTrue("the watchdog cuts the stuck client off", () -> server.timeouts() == 1);
+            awaitTrue("the stuck connection is gone", () -> server.connections() == 1);
+            assertArrayEquals(fileRange(BLOCK, BLOCK), good.read(BLOCK, BLOCK).data());
+        }
+    }
+
+    @Test
+    void shouldCutOffClientThatStallsInTheHandshake() throws Exception
+    {
+        start(TimeUnit.MILLISECONDS.toNanos(300));
+        try (RawNbdClient silent = new RawNbdClient(socket))
+        {
+            awaitTrue("the watchdog cuts the silent client off", () -> server.timeouts() == 1);
+            silent.readExactly(18);
+            assertTrue(silent.isClosedByServer());
+        }
+    }
+
+    @Test
+    void shouldReplaceStaleSocketAndRefuseSecondLiveServer() throws IOException
+    {
+        start();
+        final NbdServer second = new NbdServer(exports, socket, null, 1, MAX_PAYLOAD, System.getLogger("nbd-test"));
+        final BlockmoverException ex = assertThrows(BlockmoverException.class, second::start);
+        assertTrue(ex.getMessage().contains("already listening"), ex.getMessage());
+
+        server.close();
+        assertFalse(Files.exists(socket));
+        Files.createFile(socket); // A leftover that nobody listens on.
+        server = new NbdServer(exports, socket, null, 2, MAX_PAYLOAD, System.getLogger("nbd-test"));
+        server.start();
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            assertArrayEquals(fileRange(0, BLOCK), client.read(0, BLOCK).data());
+        }
+    }
+
+    @Test
+    void shouldServeOverTcp() throws IOException
+    {
+        start();
+        try (NbdServer tcp = new NbdServer(exports, null, new InetSocketAddress("127.0.0.1", 0), 2,
+            MAX_PAYLOAD, System.getLogger("nbd-test")))
+        {
+            tcp.start();
+            try (SocketChannel channel = SocketChannel.open(tcp.tcpAddress()))
+            {
+                final ByteBuffer hello = ByteBuffer.allocate(18);
+                while (hello.hasRemaining())
+                {
+                    assertTrue(channel.read(hello) > 0);
+                }
+                assertEquals(NbdProtocol.NBDMAGIC, hello.getLong(0));
+            }
+        }
+        assertNull(server.tcpAddress());
+    }
+}
