@@ -1,0 +1,1146 @@
+package io.blockmover.replication.log;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.zip.CRC32C;
+
+import org.agrona.IoUtil;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+
+import static io.blockmover.replication.log.RecordLogDescriptor.CAPACITY_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.FILE_HEADER_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.FILE_MAGIC;
+import static io.blockmover.replication.log.RecordLogDescriptor.FILE_MAGIC_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.FILE_VERSION;
+import static io.blockmover.replication.log.RecordLogDescriptor.FILE_VERSION_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.GEOMETRY_CRC_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.GEOMETRY_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.MAX_RECORD_LENGTH_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.MAX_SEGMENT_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_EPOCH_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_FLAGS_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_HEADER_CRC_COVERED_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_HEADER_CRC_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_HEADER_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_LENGTH_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_LSN_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_MAGIC;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_MAGIC_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_OFFSET_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_PAYLOAD_CRC_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_RESERVED_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_TYPE_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_VOLUME_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SEGMENT_LENGTH_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_A_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_B_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_CRC_COVERED_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_CRC_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_EPOCH_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_GENERATION_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_HEAD_LSN_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.SLOT_HEAD_POSITION_OFFSET;
+import static io.blockmover.replication.log.RecordLogDescriptor.TYPE_DATA;
+import static io.blockmover.replication.log.RecordLogDescriptor.TYPE_PADDING;
+import static io.blockmover.replication.log.RecordLogDescriptor.recordLength;
+
+/**
+ * A circular, memory-mapped, crash-recoverable log of replicated writes (records), laid out as described in
+ * {@link RecordLogDescriptor}. Positions are logical and only grow; the byte of the body that holds a position is
+ * {@code position % capacity}. The body is mapped as segments of at most 1 GiB, so the log may exceed 2 GiB.
+ * <p>
+ * Threading:
+ * <ul>
+ * <li>one appender thread at a time (the caller serializes): {@link #tryAppend}, {@link #claim}, {@link #commit},
+ * {@link #abort}, {@link #force}, {@link #reset} and {@link #close};</li>
+ * <li>one releaser thread at a time, may differ from the appender: {@link #release};</li>
+ * <li>any number of {@link Cursor}s, each confined to one thread, on any thread;</li>
+ * <li>{@link #markFlag}, {@link #flags} and the accessors: any thread.</li>
+ * </ul>
+ * The tail is published with a release store after the record is complete, and read with acquire semantics by
+ * cursors, so a cursor never sees a half-written record.
+ * <p>
+ * Durability: {@link #force} makes the records appended since the last force and the released head durable.
+ * Space freed by {@link #release} becomes reusable by appends only at the next {@link #force}, once the header
+ * that records the release is on disk: otherwise a host crash could leave an old head in the header pointing
+ * into records already overwritten, and recovery would lose the whole log. The appender calls force in its duty
+ * cycle anyway (records must be durable before they are acknowledged), and a force with nothing new is free.
+ * <p>
+ * Recovery (at open) scans from the persisted head and accepts records while magic, header CRC, payload CRC,
+ * geometry, LSN (previous + 1) and epoch (never decreasing) are valid; the first invalid record is the tail.
+ */
+public final class RecordLog implements AutoCloseable
+{
+    /** {@link #tryAppend} and {@link #commit}: not enough free space right now. */
+    public static final long NO_SPACE = -1;
+    /** {@link #commit}: the claimed payload does not match its CRC; the claim is abandoned. */
+    public static final long CRC_MISMATCH = -2;
+    /** Head LSN of a log that has never held a record: the first append chooses the LSN. */
+    public static final long NULL_LSN = 0;
+
+    private static final long NO_CLAIM = -1;
+
+    private final Path path;
+    private final FileChannel channel;
+    private final MappedByteBuffer headerMapped;
+    private final UnsafeBuffer header;
+    private final ByteBuffer headerView;
+    private final MappedByteBuffer[] segments;
+    private final UnsafeBuffer[] segmentBuffers;
+    private final ByteBuffer[] appenderViews;
+    private final ByteBuffer[] claimViews;
+    private final long capacity;
+    private final int segmentLength;
+    private final int segmentShift;
+    private final int segmentMask;
+    private final int maxRecordLength;
+    private final CRC32C appenderCrc = new CRC32C();
+    // The head slots have their own CRC state: force() may run on another thread than the appender.
+    private final CRC32C slotCrc = new CRC32C();
+
+    // Tail: single writer (appender), release store; readers acquire.
+    private final AtomicLong tailPosition = new AtomicLong();
+    private final AtomicLong tailLsn = new AtomicLong();
+    // Released head: single writer (releaser), a seqlock keeps the position and LSN pair consistent.
+    private final AtomicLong headVersion = new AtomicLong();
+    private final AtomicLong headPosition = new AtomicLong();
+    private final AtomicLong headLsn = new AtomicLong();
+    // Head as last made durable: appends may overwrite up to here only.
+    private final AtomicLong reusablePosition = new AtomicLong();
+
+    private final Recovery recovery;
+
+    // Appender thread state.
+    private int epoch;
+    private long generation;
+    private long persistedHeadPosition;
+    private long persistedHeadLsn;
+    private long forcedPosition;
+    private long nextLsn;
+    private long claimRecordPosition = NO_CLAIM;
+    private int claimLength;
+    private boolean closed;
+
+    /**
+     * What recovery found when the log was opened.
+     *
+     * @param records      DATA records between head and tail.
+     * @param firstLsn     LSN of the oldest record, or the head LSN when there is none.
+     * @param lastLsn      LSN of the newest record, or the head LSN - 1 when there is none.
+     * @param headPosition persisted head position the scan started from.
+     * @param tailPosition position after the last valid record.
+     */
+    public record Recovery(long records, long firstLsn, long lastLsn, long headPosition, long tailPosition)
+    {
+    }
+
+    private RecordLog(
+        final Path path,
+        final FileChannel channel,
+        final MappedByteBuffer headerMapped,
+        final MappedByteBuffer[] segments,
+        final long capacity,
+        final int segmentLength,
+        final int maxRecordLength)
+    {
+        this.path = path;
+        this.channel = channel;
+        this.headerMapped = headerMapped;
+        this.header = new UnsafeBuffer(headerMapped);
+        this.headerView = headerMapped.duplicate();
+        this.segments = segments;
+        this.capacity = capacity;
+        this.segmentLength = segmentLength;
+        this.segmentShift = Integer.numberOfTrailingZeros(segmentLength);
+        this.segmentMask = segmentLength - 1;
+        this.maxRecordLength = maxRecordLength;
+        this.segmentBuffers = new UnsafeBuffer[segments.length];
+        this.appenderViews = new ByteBuffer[segments.length];
+        this.claimViews = new ByteBuffer[segments.length];
+        for (int i = 0; i < segments.length; i++)
+        {
+            segmentBuffers[i] = new UnsafeBuffer(segments[i]);
+            appenderViews[i] = segments[i].duplicate();
+            claimViews[i] = segments[i].duplicate();
+        }
+        this.recovery = recover();
+    }
+
+    /**
+     * Opens the log, creating it if the file does not exist, with segments of min(capacity, 1 GiB).
+     *
+     * @param file            of the log.
+     * @param capacity        bytes of body; a multiple of the segment length.
+     * @param maxRecordLength largest payload in bytes.
+     * @return the open log, recovered.
+     */
+    public static RecordLog open(final Path file, final long capacity, final int maxRecordLength)
+    {
+        return open(file, capacity, maxRecordLength, (int)Math.min(capacity, MAX_SEGMENT_LENGTH));
+    }
+
+    static RecordLog open(final Path file, final long capacity, final int maxRecordLength, final int segmentLength)
+    {
+        validateGeometry(file, capacity, maxRecordLength, segmentLength);
+        if (!Files.exists(file))
+        {
+            create(file, capacity, maxRecordLength, segmentLength);
+        }
+
+        FileChannel channel = null;
+        MappedByteBuffer headerMapped = null;
+        final MappedByteBuffer[] segments = new MappedByteBuffer[(int)(capacity / segmentLength)];
+        try
+        {
+            channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+            final long expectedSize = FILE_HEADER_LENGTH + capacity;
+            if (channel.size() != expectedSize)
+            {
+                throw new BlockmoverException(ErrorCode.IO_ERROR, "record log " + file + " is " + channel.size() +
+                    " bytes, expected " + expectedSize + " for capacity " + capacity +
+                    ": set the configured log capacity back to the file's, or remove the file to start an empty" +
+                    " log (the group then resyncs from its bitmap)");
+            }
+            headerMapped = channel.map(FileChannel.MapMode.READ_WRITE, 0, FILE_HEADER_LENGTH);
+            validateHeader(file, new UnsafeBuffer(headerMapped), capacity, maxRecordLength, segmentLength);
+            for (int i = 0; i < segments.length; i++)
+            {
+                segments[i] = channel.map(
+                    FileChannel.MapMode.READ_WRITE, FILE_HEADER_LENGTH + (long)i * segmentLength, segmentLength);
+            }
+            return new RecordLog(file, channel, headerMapped, segments, capacity, segmentLength, maxRecordLength);
+        }
+        catch (final IOException ex)
+        {
+            unmapAll(headerMapped, segments);
+            closeQuietly(channel, ex);
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot open record log " + file + ": " + ex, ex);
+        }
+        catch (final RuntimeException ex)
+        {
+            unmapAll(headerMapped, segments);
+            closeQuietly(channel, ex);
+            throw ex;
+        }
+    }
+
+    /**
+     * @return what recovery found at open.
+     */
+    public Recovery recovery()
+    {
+        return recovery;
+    }
+
+    public Path path()
+    {
+        return path;
+    }
+
+    public long capacity()
+    {
+        return capacity;
+    }
+
+    public int segmentLength()
+    {
+        return segmentLength;
+    }
+
+    public int maxRecordLength()
+    {
+        return maxRecordLength;
+    }
+
+    /**
+     * Appends a DATA record: copies the payload, computes its CRC, writes the header last and publishes the new
+     * tail. Never blocks and never overwrites unreleased records. Appender thread only.
+     *
+     * @param lsn         of the record: the previous record's + 1 (any for the first record of a new log).
+     * @param volume      index of the volume in the group.
+     * @param offset      byte offset in the volume.
+     * @param flags       initial flags.
+     * @param src         payload source, heap or direct; its position and limit are not used nor changed.
+     * @param srcPosition index of the first payload byte in src.
+     * @param length      payload bytes, at most {@link #maxRecordLength()}.
+     * @return the record's position, or {@link #NO_SPACE}.
+     */
+    public long tryAppend(
+        final long lsn,
+        final int volume,
+        final long offset,
+        final int flags,
+        final ByteBuffer src,
+        final int srcPosition,
+        final int length)
+    {
+        checkNoClaim();
+        checkLsn(lsn);
+        checkLength(length);
+        final long recordPosition = reserve(length);
+        if (recordPosition < 0)
+        {
+            return NO_SPACE;
+        }
+        final int offsetInSegment = offsetInSegment(recordPosition);
+        segmentBuffers[segmentIndex(recordPosition)].putBytes(
+            offsetInSegment + RECORD_HEADER_LENGTH, src, srcPosition, length);
+        final int payloadCrc = payloadCrc(recordPosition, length);
+        return publish(recordPosition, lsn, volume, offset, flags, payloadCrc, length);
+    }
+
+    /**
+     * Claims room for a payload of the given length, to be filled in place (e.g. straight from the network) and
+     * then {@link #commit}ted or {@link #abort}ed. Appender thread only.
+     *
+     * @param length payload bytes, at most {@link #maxRecordLength()}.
+     * @return a reused view whose position..limit is the payload area, or null if there is no space right now.
+     */
+    public ByteBuffer claim(final int length)
+    {
+        checkNoClaim();
+        checkLength(length);
+        final long recordPosition = reserve(length);
+        if (recordPosition < 0)
+        {
+            return null;
+        }
+        claimRecordPosition = recordPosition;
+        claimLength = length;
+        final int payloadOffset = offsetInSegment(recordPosition) + RECORD_HEADER_LENGTH;
+        final ByteBuffer view = claimViews[segmentIndex(recordPosition)];
+        view.clear();
+        view.limit(payloadOffset + length);
+        view.position(payloadOffset);
+        return view;
+    }
+
+    /**
+     * Commits the open claim as a DATA record after checking the claimed bytes against the CRC that came with
+     * them, so a payload damaged on the way is never accepted. Appender thread only.
+     *
+     * @param lsn        of the record: the previous record's + 1.
+     * @param volume     index of the volume in the group.
+     * @param offset     byte offset in the volume.
+     * @param flags      initial flags.
+     * @param payloadCrc CRC32C of the payload, as sent.
+     * @return the record's position, or {@link #CRC_MISMATCH} (the claim is then abandoned).
+     */
+    public long commit(final long lsn, final int volume, final long offset, final int flags, final int payloadCrc)
+    {
+        if (claimRecordPosition == NO_CLAIM)
+        {
+            throw new IllegalStateException("commit without a claim on record log " + path);
+        }
+        checkLsn(lsn);
+        final long recordPosition = claimRecordPosition;
+        final int length = claimLength;
+        claimRecordPosition = NO_CLAIM;
+        if (payloadCrc(recordPosition, length) != payloadCrc)
+        {
+            return CRC_MISMATCH;
+        }
+        return publish(recordPosition, lsn, volume, offset, flags, payloadCrc, length);
+    }
+
+    /**
+     * Drops the open claim, if any: nothing was published, so nothing else changes. Appender thread only.
+     */
+    public void abort()
+    {
+        claimRecordPosition = NO_CLAIM;
+    }
+
+    /**
+     * Releases every record up to and including the one at the given position: its space is free for appends
+     * after the next {@link #force}. One releaser thread at a time.
+     *
+     * @param recordPosition of a committed DATA record between head and tail (as given by append or a cursor).
+     */
+    public void release(final long recordPosition)
+    {
+        final long tail = tailPosition.get();
+        final long head = headPosition.get();
+        if (recordPosition < head || recordPosition >= tail)
+        {
+            throw new IllegalArgumentException("position " + recordPosition + " is outside the records [" + head +
+                ", " + tail + ") of record log " + path);
+        }
+        final UnsafeBuffer buffer = segmentBuffers[segmentIndex(recordPosition)];
+        final int offsetInSegment = offsetInSegment(recordPosition);
+        if (buffer.getInt(offsetInSegment + RECORD_MAGIC_OFFSET) != RECORD_MAGIC ||
+            buffer.getInt(offsetInSegment + RECORD_TYPE_OFFSET) != TYPE_DATA)
+        {
+            throw new IllegalArgumentException("no DATA record at position " + recordPosition + " of " + path);
+        }
+        final long lsn = buffer.getLong(offsetInSegment + RECORD_LSN_OFFSET);
+        final int length = buffer.getInt(offsetInSegment + RECORD_LENGTH_OFFSET);
+        writeHead(recordPosition + recordLength(length), lsn + 1);
+    }
+
+    /**
+     * Sets bits in a committed record's flags, atomically, from any thread (e.g. "written to the local volume").
+     * Flags are outside the header CRC precisely so that they can change after the record was committed.
+     *
+     * @param recordPosition of a committed DATA record.
+     * @param flag           bits to set.
+     */
+    public void markFlag(final long recordPosition, final int flag)
+    {
+        final UnsafeBuffer buffer = segmentBuffers[segmentIndex(recordPosition)];
+        final int index = offsetInSegment(recordPosition) + RECORD_FLAGS_OFFSET;
+        int current;
+        do
+        {
+            current = buffer.getIntVolatile(index);
+        }
+        while ((current & flag) != flag && !buffer.compareAndSetInt(index, current, current | flag));
+    }
+
+    /**
+     * @param recordPosition of a committed DATA record.
+     * @return its flags, read with acquire semantics.
+     */
+    public int flags(final long recordPosition)
+    {
+        return segmentBuffers[segmentIndex(recordPosition)].getIntVolatile(
+            offsetInSegment(recordPosition) + RECORD_FLAGS_OFFSET);
+    }
+
+    /**
+     * Makes the records appended since the last force durable, then the released head; only then may appends
+     * reuse the released space. Costs in proportion to what changed since the last force. May run on another
+     * thread than the appender, concurrently with appends (it shares no scratch state with them: a shared CRC
+     * object once gave an append a wrong payload CRC); callers serialize forces among themselves.
+     */
+    public void force()
+    {
+        final long tail = tailPosition.get();
+        forceRange(forcedPosition, tail);
+        forcedPosition = tail;
+
+        long version;
+        long position;
+        long lsn;
+        do
+        {
+            version = headVersion.get();
+            position = headPosition.get();
+            lsn = headLsn.get();
+        }
+        while ((version & 1) != 0 || version != headVersion.get());
+
+        if (position != persistedHeadPosition || lsn != persistedHeadLsn)
+        {
+            writeSlot(position, lsn);
+            headerMapped.force();
+        }
+        reusablePosition.lazySet(persistedHeadPosition);
+    }
+
+    /**
+     * Discards every record and starts again, empty, at the current tail with the given next LSN; persisted
+     * before it returns. Used when the log is abandoned for bitmap tracking. Appender thread only, with no
+     * release in progress.
+     *
+     * @param nextLsn LSN of the next record to append, or {@link #NULL_LSN} to let it choose.
+     */
+    public void reset(final long nextLsn)
+    {
+        if (nextLsn < 0)
+        {
+            throw new IllegalArgumentException("next LSN " + nextLsn + " < 0");
+        }
+        resetAt(tailPosition.get(), nextLsn);
+    }
+
+    /**
+     * Reset that may also move the empty log's position forward: tests use it to put records at the far end of a
+     * large sparse log without writing the laps before.
+     */
+    void resetAt(final long tail, final long nextLsn)
+    {
+        if (tail < tailPosition.get() || (tail & (RecordLogDescriptor.RECORD_ALIGNMENT - 1)) != 0)
+        {
+            throw new IllegalArgumentException("position " + tail + " is behind the tail or misaligned");
+        }
+        claimRecordPosition = NO_CLAIM;
+        forceRange(forcedPosition, tailPosition.get());
+        forcedPosition = tail;
+        tailPosition.lazySet(tail);
+        // Old records behind the new head must never be mistaken for new ones: invalidate the header there.
+        final UnsafeBuffer buffer = segmentBuffers[segmentIndex(tail)];
+        final int offsetInSegment = offsetInSegment(tail);
+        buffer.setMemory(offsetInSegment, RECORD_HEADER_LENGTH, (byte)0);
+        segments[segmentIndex(tail)].force(offsetInSegment, RECORD_HEADER_LENGTH);
+
+        epoch++;
+        writeHead(tail, nextLsn);
+        tailLsn.lazySet(nextLsn - 1);
+        this.nextLsn = nextLsn;
+        writeSlot(tail, nextLsn);
+        headerMapped.force();
+        reusablePosition.lazySet(tail);
+    }
+
+    /**
+     * @return bytes free for appends right now (space released but not yet forced is not counted).
+     */
+    public long freeBytes()
+    {
+        final long reusable = reusablePosition.get();
+        return capacity - (tailPosition.get() - reusable);
+    }
+
+    /**
+     * @return bytes held by unreleased records, padding included.
+     */
+    public long usedBytes()
+    {
+        final long head = headPosition.get();
+        return tailPosition.get() - head;
+    }
+
+    public boolean isEmpty()
+    {
+        final long head = headPosition.get();
+        return tailPosition.get() == head;
+    }
+
+    /**
+     * @return position of the oldest unreleased record (or of the tail when empty).
+     */
+    public long headPosition()
+    {
+        return headPosition.get();
+    }
+
+    /**
+     * @return LSN of the oldest unreleased record, or of the next record when empty.
+     */
+    public long headLsn()
+    {
+        return headLsn.get();
+    }
+
+    /**
+     * @return position after the newest record: where the next append goes (or its padding).
+     */
+    public long tailPosition()
+    {
+        return tailPosition.get();
+    }
+
+    /**
+     * @return LSN of the newest record, or {@link #headLsn()} - 1 when empty.
+     */
+    public long tailLsn()
+    {
+        return tailLsn.get();
+    }
+
+    /**
+     * @return a new cursor, to be created once and kept by its reader thread; it starts at the head.
+     */
+    public Cursor newCursor()
+    {
+        return new Cursor();
+    }
+
+    /**
+     * Forces, unmaps and closes. Appender thread only, after readers and releaser have stopped.
+     */
+    @Override
+    public void close()
+    {
+        if (closed)
+        {
+            return;
+        }
+        closed = true;
+        try
+        {
+            force();
+        }
+        finally
+        {
+            unmapAll(headerMapped, segments);
+            try
+            {
+                channel.close();
+            }
+            catch (final IOException ex)
+            {
+                throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot close record log " + path + ": " + ex, ex);
+            }
+        }
+    }
+
+    /**
+     * A reader of committed DATA records in position order (padding is skipped). A flyweight: the fields and the
+     * payload view describe the current record until the next call of {@link #next()}. Confined to one thread;
+     * several cursors may read the same log independently. The cursor's owner must keep it between head and tail
+     * (do not release what a cursor has not read yet).
+     */
+    public final class Cursor
+    {
+        private final ByteBuffer[] views = new ByteBuffer[segments.length];
+        private final CRC32C crc = new CRC32C();
+        private long nextPosition;
+        private long position = -1;
+        private long lsn;
+        private long offset;
+        private int volume;
+        private int length;
+        private int payloadCrc;
+        private ByteBuffer payload;
+
+        private Cursor()
+        {
+            for (int i = 0; i < views.length; i++)
+            {
+                views[i] = segments[i].duplicate();
+            }
+            nextPosition = headPosition.get();
+        }
+
+        /**
+         * @param position of a record (or of the head or tail) to read from next.
+         * @return this cursor.
+         */
+        public Cursor position(final long position)
+        {
+            this.nextPosition = position;
+            return this;
+        }
+
+        /**
+         * Moves to the next committed DATA record.
+         *
+         * @return true if there is one; false if the cursor has reached the tail.
+         */
+        public boolean next()
+        {
+            final long tail = tailPosition.get();
+            while (nextPosition < tail)
+            {
+                final int segment = segmentIndex(nextPosition);
+                final int offsetInSegment = offsetInSegment(nextPosition);
+                final UnsafeBuffer buffer = segmentBuffers[segment];
+                if (buffer.getInt(offsetInSegment + RECORD_TYPE_OFFSET) == TYPE_PADDING)
+                {
+                    nextPosition += segmentLength - offsetInSegment;
+                    continue;
+                }
+                position = nextPosition;
+                length = buffer.getInt(offsetInSegment + RECORD_LENGTH_OFFSET);
+                volume = buffer.getInt(offsetInSegment + RECORD_VOLUME_OFFSET);
+                lsn = buffer.getLong(offsetInSegment + RECORD_LSN_OFFSET);
+                offset = buffer.getLong(offsetInSegment + RECORD_OFFSET_OFFSET);
+                payloadCrc = buffer.getInt(offsetInSegment + RECORD_PAYLOAD_CRC_OFFSET);
+                final ByteBuffer view = views[segment];
+                view.clear();
+                view.limit(offsetInSegment + RECORD_HEADER_LENGTH + length);
+                view.position(offsetInSegment + RECORD_HEADER_LENGTH);
+                payload = view;
+                nextPosition = position + recordLength(length);
+                return true;
+            }
+            return false;
+        }
+
+        /**
+         * @return position of the current record: give it to {@link RecordLog#release} or {@link #markFlag}.
+         */
+        public long position()
+        {
+            return position;
+        }
+
+        /**
+         * @return position after the current record, where {@link #next()} continues.
+         */
+        public long nextPosition()
+        {
+            return nextPosition;
+        }
+
+        public long lsn()
+        {
+            return lsn;
+        }
+
+        public int volume()
+        {
+            return volume;
+        }
+
+        public long offset()
+        {
+            return offset;
+        }
+
+        public int length()
+        {
+            return length;
+        }
+
+        public int payloadCrc()
+        {
+            return payloadCrc;
+        }
+
+        /**
+         * @return the current flags, read with acquire semantics (they may change after commit).
+         */
+        public int flags()
+        {
+            return RecordLog.this.flags(position);
+        }
+
+        /**
+         * @return a reused view whose position..limit is the payload; reading it relative moves its position.
+         */
+        public ByteBuffer payload()
+        {
+            return payload;
+        }
+
+        /**
+         * Checks the payload against its CRC again, e.g. just before it is applied to the volume.
+         *
+         * @return true if the payload matches.
+         */
+        public boolean verifyPayload()
+        {
+            final ByteBuffer view = payload;
+            final int start = view.position();
+            crc.reset();
+            crc.update(view);
+            view.position(start);
+            return (int)crc.getValue() == payloadCrc;
+        }
+    }
+
+    private long reserve(final int length)
+    {
+        final long tail = tailPosition.get();
+        final int recordLength = recordLength(length);
+        final int gap = segmentLength - offsetInSegment(tail);
+        final int padding = recordLength > gap ? gap : 0;
+        if (tail + padding + recordLength - reusablePosition.get() > capacity)
+        {
+            return NO_SPACE;
+        }
+        return tail + padding;
+    }
+
+    private long publish(
+        final long recordPosition,
+        final long lsn,
+        final int volume,
+        final long volumeOffset,
+        final int flags,
+        final int payloadCrc,
+        final int length)
+    {
+        final long tail = tailPosition.get();
+        if (recordPosition != tail)
+        {
+            final int gap = (int)(recordPosition - tail);
+            writeHeader(tail, TYPE_PADDING, gap - RECORD_HEADER_LENGTH, 0, 0, 0, 0, 0);
+        }
+        writeHeader(recordPosition, TYPE_DATA, length, volume, lsn, volumeOffset, payloadCrc, flags);
+        if (headLsn.get() == NULL_LSN)
+        {
+            // The first record of a new log fixes the LSN space; nothing can be released before it is published.
+            writeHead(headPosition.get(), lsn);
+        }
+        nextLsn = lsn + 1;
+        tailLsn.lazySet(lsn);
+        tailPosition.lazySet(recordPosition + recordLength(length));
+        return recordPosition;
+    }
+
+    private void writeHeader(
+        final long position,
+        final int type,
+        final int length,
+        final int volume,
+        final long lsn,
+        final long volumeOffset,
+        final int payloadCrc,
+        final int flags)
+    {
+        final int segment = segmentIndex(position);
+        final int at = offsetInSegment(position);
+        final UnsafeBuffer buffer = segmentBuffers[segment];
+        buffer.putInt(at + RECORD_MAGIC_OFFSET, RECORD_MAGIC);
+        buffer.putInt(at + RECORD_TYPE_OFFSET, type);
+        buffer.putInt(at + RECORD_LENGTH_OFFSET, length);
+        buffer.putInt(at + RECORD_VOLUME_OFFSET, volume);
+        buffer.putLong(at + RECORD_LSN_OFFSET, lsn);
+        buffer.putLong(at + RECORD_OFFSET_OFFSET, volumeOffset);
+        buffer.putInt(at + RECORD_EPOCH_OFFSET, epoch);
+        buffer.putInt(at + RECORD_PAYLOAD_CRC_OFFSET, payloadCrc);
+        buffer.putLong(at + RECORD_RESERVED_OFFSET, 0);
+        buffer.putLong(at + RECORD_RESERVED_OFFSET + 8, 0);
+        buffer.putInt(at + RECORD_FLAGS_OFFSET, flags);
+        buffer.putInt(at + RECORD_HEADER_CRC_OFFSET, crc(appenderViews[segment], at, RECORD_HEADER_CRC_COVERED_LENGTH));
+    }
+
+    private int payloadCrc(final long recordPosition, final int length)
+    {
+        final int payloadOffset = offsetInSegment(recordPosition) + RECORD_HEADER_LENGTH;
+        return crc(appenderViews[segmentIndex(recordPosition)], payloadOffset, length);
+    }
+
+    private int slotCrc(final int slot)
+    {
+        headerView.clear();
+        headerView.limit(slot + SLOT_CRC_COVERED_LENGTH);
+        headerView.position(slot);
+        slotCrc.reset();
+        slotCrc.update(headerView);
+        return (int)slotCrc.getValue();
+    }
+
+    private int crc(final ByteBuffer view, final int index, final int length)
+    {
+        view.clear();
+        view.limit(index + length);
+        view.position(index);
+        appenderCrc.reset();
+        appenderCrc.update(view);
+        return (int)appenderCrc.getValue();
+    }
+
+    private void writeHead(final long position, final long lsn)
+    {
+        final long version = headVersion.get();
+        headVersion.set(version + 1);
+        headLsn.set(lsn);
+        headPosition.set(position);
+        headVersion.set(version + 2);
+    }
+
+    private void writeSlot(final long position, final long lsn)
+    {
+        generation++;
+        final int slot = (generation & 1) == 0 ? SLOT_A_OFFSET : SLOT_B_OFFSET;
+        header.putLong(slot + SLOT_GENERATION_OFFSET, generation);
+        header.putLong(slot + SLOT_HEAD_POSITION_OFFSET, position);
+        header.putLong(slot + SLOT_HEAD_LSN_OFFSET, lsn);
+        header.putInt(slot + SLOT_EPOCH_OFFSET, epoch);
+        header.putIntOrdered(slot + SLOT_CRC_OFFSET, slotCrc(slot));
+        persistedHeadPosition = position;
+        persistedHeadLsn = lsn;
+    }
+
+    private void forceRange(final long from, final long to)
+    {
+        long position = from;
+        while (position < to)
+        {
+            final int offsetInSegment = offsetInSegment(position);
+            final int length = (int)Math.min(to - position, segmentLength - offsetInSegment);
+            segments[segmentIndex(position)].force(offsetInSegment, length);
+            position += length;
+        }
+    }
+
+    private Recovery recover()
+    {
+        final int slotA = validSlot(SLOT_A_OFFSET);
+        final int slotB = validSlot(SLOT_B_OFFSET);
+        if (slotA < 0 && slotB < 0)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "record log " + path + " has no valid head slot:" +
+                " the header is damaged; remove the file to start an empty log (the group then resyncs from its" +
+                " bitmap)");
+        }
+        final int slot = slotB < 0 || (slotA >= 0 &&
+            header.getLong(slotA + SLOT_GENERATION_OFFSET) > header.getLong(slotB + SLOT_GENERATION_OFFSET)) ?
+            slotA : slotB;
+        generation = header.getLong(slot + SLOT_GENERATION_OFFSET);
+        final long head = header.getLong(slot + SLOT_HEAD_POSITION_OFFSET);
+        final long persistedLsn = header.getLong(slot + SLOT_HEAD_LSN_OFFSET);
+        final int persistedEpoch = header.getInt(slot + SLOT_EPOCH_OFFSET);
+        if (head < 0 || (head & (RecordLogDescriptor.RECORD_ALIGNMENT - 1)) != 0 || persistedLsn < 0)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "record log " + path + " has an invalid head " +
+                head + " / LSN " + persistedLsn + ": remove the file to start an empty log (the group then resyncs" +
+                " from its bitmap)");
+        }
+
+        long scan = head;
+        long tail = head;
+        long expectedLsn = persistedLsn;
+        long firstLsn = NULL_LSN;
+        long lastLsn = NULL_LSN;
+        long records = 0;
+        int minEpoch = Integer.MIN_VALUE;
+        while (scan - head < capacity)
+        {
+            final int segment = segmentIndex(scan);
+            final int at = offsetInSegment(scan);
+            final UnsafeBuffer buffer = segmentBuffers[segment];
+            final int type = buffer.getInt(at + RECORD_TYPE_OFFSET);
+            final int length = buffer.getInt(at + RECORD_LENGTH_OFFSET);
+            final int recordEpoch = buffer.getInt(at + RECORD_EPOCH_OFFSET);
+            if (buffer.getInt(at + RECORD_MAGIC_OFFSET) != RECORD_MAGIC ||
+                buffer.getInt(at + RECORD_HEADER_CRC_OFFSET) !=
+                crc(appenderViews[segment], at, RECORD_HEADER_CRC_COVERED_LENGTH) ||
+                recordEpoch < minEpoch || recordEpoch > persistedEpoch)
+            {
+                break;
+            }
+            if (type == TYPE_PADDING)
+            {
+                if (length != segmentLength - at - RECORD_HEADER_LENGTH)
+                {
+                    break;
+                }
+                // Padding is accepted in place, but the tail only moves past a DATA record behind it.
+                scan += segmentLength - at;
+            }
+            else if (type == TYPE_DATA)
+            {
+                final long lsn = buffer.getLong(at + RECORD_LSN_OFFSET);
+                if (length < 0 || length > maxRecordLength || at + recordLength(length) > segmentLength ||
+                    (expectedLsn != NULL_LSN && lsn != expectedLsn) || lsn <= NULL_LSN ||
+                    buffer.getInt(at + RECORD_PAYLOAD_CRC_OFFSET) != payloadCrc(scan, length))
+                {
+                    break;
+                }
+                if (records == 0)
+                {
+                    firstLsn = lsn;
+                }
+                records++;
+                lastLsn = lsn;
+                expectedLsn = lsn + 1;
+                scan += recordLength(length);
+                tail = scan;
+            }
+            else
+            {
+                break;
+            }
+            minEpoch = recordEpoch;
+        }
+
+        final long lsnAtHead = persistedLsn == NULL_LSN ? firstLsn : persistedLsn;
+        epoch = persistedEpoch + 1;
+        writeHead(head, lsnAtHead);
+        tailPosition.set(tail);
+        tailLsn.set(records > 0 ? lastLsn : lsnAtHead - 1);
+        nextLsn = records > 0 ? lastLsn + 1 : lsnAtHead;
+        // Recovered records may only be in the page cache (kill -9): make them durable before we build on them.
+        forceRange(head, tail);
+        forcedPosition = tail;
+        writeSlot(head, lsnAtHead);
+        headerMapped.force();
+        reusablePosition.set(head);
+        return new Recovery(records, records > 0 ? firstLsn : lsnAtHead, records > 0 ? lastLsn : lsnAtHead - 1,
+            head, tail);
+    }
+
+    private int validSlot(final int slot)
+    {
+        final int crc = slotCrc(slot);
+        return header.getInt(slot + SLOT_CRC_OFFSET) == crc && header.getLong(slot + SLOT_GENERATION_OFFSET) > 0 ?
+            slot : -1;
+    }
+
+    private void checkNoClaim()
+    {
+        if (claimRecordPosition != NO_CLAIM)
+        {
+            throw new IllegalStateException("a claim is open on record log " + path + ": commit or abort it first");
+        }
+    }
+
+    private void checkLsn(final long lsn)
+    {
+        if (lsn <= NULL_LSN || (nextLsn != NULL_LSN && lsn != nextLsn))
+        {
+            throw new IllegalArgumentException("LSN " + lsn + " does not follow " + (nextLsn - 1) +
+                " in record log " + path);
+        }
+    }
+
+    private void checkLength(final int length)
+    {
+        if (length < 0 || length > maxRecordLength)
+        {
+            throw new IllegalArgumentException("record length " + length + " is outside 0.." + maxRecordLength +
+                " of record log " + path);
+        }
+    }
+
+    private int segmentIndex(final long position)
+    {
+        return (int)((position % capacity) >>> segmentShift);
+    }
+
+    private int offsetInSegment(final long position)
+    {
+        return (int)(position % capacity) & segmentMask;
+    }
+
+    private static void validateGeometry(
+        final Path file, final long capacity, final int maxRecordLength, final int segmentLength)
+    {
+        if (segmentLength < FILE_HEADER_LENGTH || Integer.bitCount(segmentLength) != 1 ||
+            segmentLength > MAX_SEGMENT_LENGTH)
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + ": segment length " +
+                segmentLength + " must be a power of two between 4096 and " + MAX_SEGMENT_LENGTH +
+                ": use a log capacity that is a power of two up to 1 GiB or a multiple of 1 GiB");
+        }
+        if (capacity <= 0 || capacity % segmentLength != 0)
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + ": capacity " + capacity +
+                " is not a multiple of the segment length " + segmentLength +
+                ": use a log capacity that is a power of two up to 1 GiB or a multiple of 1 GiB");
+        }
+        if (maxRecordLength <= 0 || (long)recordLength(maxRecordLength) > segmentLength)
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + ": max record length " +
+                maxRecordLength + " does not fit a segment of " + segmentLength + " bytes with its header:" +
+                " lower the max record length or raise the log capacity");
+        }
+    }
+
+    private static void validateHeader(
+        final Path file,
+        final UnsafeBuffer header,
+        final long capacity,
+        final int maxRecordLength,
+        final int segmentLength)
+    {
+        if (header.getLong(FILE_MAGIC_OFFSET) != FILE_MAGIC)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "file " + file + " is not a record log (bad magic):" +
+                " check the configured log path; remove the file only if it is a damaged log");
+        }
+        if (header.getInt(FILE_VERSION_OFFSET) != FILE_VERSION)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "record log " + file + " has version " +
+                header.getInt(FILE_VERSION_OFFSET) + ", this daemon reads " + FILE_VERSION +
+                ": drain it with the daemon that wrote it, or remove it (the group then resyncs from its bitmap)");
+        }
+        final CRC32C crc = new CRC32C();
+        final ByteBuffer view = header.byteBuffer().duplicate();
+        view.limit(GEOMETRY_LENGTH).position(0);
+        crc.update(view);
+        if (header.getInt(GEOMETRY_CRC_OFFSET) != (int)crc.getValue())
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "record log " + file + " has a damaged header (CRC" +
+                " mismatch): remove the file to start an empty log (the group then resyncs from its bitmap)");
+        }
+        final long fileCapacity = header.getLong(CAPACITY_OFFSET);
+        final long fileSegmentLength = header.getLong(SEGMENT_LENGTH_OFFSET);
+        final int fileMaxRecordLength = header.getInt(MAX_RECORD_LENGTH_OFFSET);
+        if (fileCapacity != capacity || fileSegmentLength != segmentLength || fileMaxRecordLength != maxRecordLength)
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + " has capacity " +
+                fileCapacity + ", segment length " + fileSegmentLength + ", max record length " +
+                fileMaxRecordLength + " but the configuration asks for " + capacity + ", " + segmentLength + ", " +
+                maxRecordLength + ": set the configuration back to the file's, or drain the log and remove the file" +
+                " to recreate it");
+        }
+    }
+
+    private static void create(
+        final Path file, final long capacity, final int maxRecordLength, final int segmentLength)
+    {
+        final Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+        try
+        {
+            final Path parent = file.toAbsolutePath().getParent();
+            if (parent != null)
+            {
+                Files.createDirectories(parent);
+            }
+            Files.deleteIfExists(tmp);
+            try (RandomAccessFile raf = new RandomAccessFile(tmp.toFile(), "rw"))
+            {
+                // Sparse on most file systems: blocks are allocated as the first lap writes them.
+                raf.setLength(FILE_HEADER_LENGTH + capacity);
+                final FileChannel channel = raf.getChannel();
+                final MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_WRITE, 0, FILE_HEADER_LENGTH);
+                final UnsafeBuffer header = new UnsafeBuffer(mapped);
+                header.putLong(FILE_MAGIC_OFFSET, FILE_MAGIC);
+                header.putInt(FILE_VERSION_OFFSET, FILE_VERSION);
+                header.putInt(MAX_RECORD_LENGTH_OFFSET, maxRecordLength);
+                header.putLong(CAPACITY_OFFSET, capacity);
+                header.putLong(SEGMENT_LENGTH_OFFSET, segmentLength);
+                final CRC32C crc = new CRC32C();
+                final ByteBuffer view = mapped.duplicate();
+                view.limit(GEOMETRY_LENGTH).position(0);
+                crc.update(view);
+                header.putInt(GEOMETRY_CRC_OFFSET, (int)crc.getValue());
+
+                header.putLong(SLOT_A_OFFSET + SLOT_GENERATION_OFFSET, 1);
+                header.putLong(SLOT_A_OFFSET + SLOT_HEAD_POSITION_OFFSET, 0);
+                header.putLong(SLOT_A_OFFSET + SLOT_HEAD_LSN_OFFSET, NULL_LSN);
+                header.putInt(SLOT_A_OFFSET + SLOT_EPOCH_OFFSET, 1);
+                crc.reset();
+                view.limit(SLOT_A_OFFSET + SLOT_CRC_COVERED_LENGTH).position(SLOT_A_OFFSET);
+                crc.update(view);
+                header.putInt(SLOT_A_OFFSET + SLOT_CRC_OFFSET, (int)crc.getValue());
+                mapped.force();
+                IoUtil.unmap(mapped);
+                channel.force(true);
+            }
+            Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot create record log " + file + ": " + ex, ex);
+        }
+    }
+
+    private static void unmapAll(final MappedByteBuffer headerMapped, final MappedByteBuffer[] segments)
+    {
+        if (headerMapped != null)
+        {
+            IoUtil.unmap(headerMapped);
+        }
+        for (final MappedByteBuffer segment : segments)
+        {
+            if (segment != null)
+            {
+                IoUtil.unmap(segment);
+            }
+        }
+    }
+
+    private static void closeQuietly(final FileChannel channel, final Exception cause)
+    {
+        if (channel != null)
+        {
+            try
+            {
+                channel.close();
+            }
+            catch (final IOException ex)
+            {
+                cause.addSuppressed(ex);
+            }
+        }
+    }
+}

@@ -1,0 +1,751 @@
+package io.blockmover.replication.log;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+import java.util.zip.CRC32C;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.BlockmoverException;
+
+import static io.blockmover.replication.log.RecordLogDescriptor.FILE_HEADER_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_HEADER_LENGTH;
+import static io.blockmover.replication.log.RecordLogDescriptor.recordLength;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class RecordLogTest
+{
+    private static final long CAPACITY = 1 << 20;
+    private static final int SEGMENT_LENGTH = 256 * 1024;
+    private static final int MAX_RECORD_LENGTH = 64 * 1024;
+
+    @TempDir
+    Path dir;
+
+    private final ByteBuffer payload = ByteBuffer.allocateDirect(MAX_RECORD_LENGTH);
+
+    static void fill(final ByteBuffer buffer, final long lsn, final int length)
+    {
+        for (int i = 0; i < length; i++)
+        {
+            buffer.put(i, patternByte(lsn, i));
+        }
+    }
+
+    static byte patternByte(final long lsn, final int i)
+    {
+        return (byte)(lsn * 31 + i * 7 + (i >>> 8));
+    }
+
+    static int lengthOf(final long lsn, final int maxRecordLength)
+    {
+        return (int)((lsn * 7919) % maxRecordLength) + 1;
+    }
+
+    private static void assertPattern(final ByteBuffer view, final long lsn, final int length)
+    {
+        assertEquals(length, view.remaining());
+        final int start = view.position();
+        for (int i = 0; i < length; i++)
+        {
+            if (view.get(start + i) != patternByte(lsn, i))
+            {
+                throw new AssertionError("payload of LSN " + lsn + " differs at byte " + i);
+            }
+        }
+    }
+
+    private RecordLog openSmall(final String name)
+    {
+        return RecordLog.open(dir.resolve(name), CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+    }
+
+    private long append(final RecordLog log, final long lsn, final int length)
+    {
+        fill(payload, lsn, length);
+        return log.tryAppend(lsn, (int)(lsn % 5), lsn * 512, 0, payload, 0, length);
+    }
+
+    @Test
+    void shouldRoundTripRecordFieldsAndPayload()
+    {
+        try (RecordLog log = openSmall("a.log"))
+        {
+            assertTrue(log.isEmpty());
+            assertEquals(CAPACITY, log.freeBytes());
+            fill(payload, 100, 3000);
+            final CRC32C crc = new CRC32C();
+            crc.update(payload.duplicate().limit(3000));
+            final long first = log.tryAppend(100, 7, 1L << 40, 0x10, payload, 0, 3000);
+            assertEquals(0, first);
+            final long second = append(log, 101, 1);
+            assertEquals(recordLength(3000), second);
+            final long third = append(log, 102, 0);
+
+            assertFalse(log.isEmpty());
+            assertEquals(100, log.headLsn());
+            assertEquals(102, log.tailLsn());
+            assertEquals(recordLength(3000) + recordLength(1) + recordLength(0), log.usedBytes());
+
+            final RecordLog.Cursor cursor = log.newCursor();
+            assertTrue(cursor.next());
+            assertEquals(first, cursor.position());
+            assertEquals(100, cursor.lsn());
+            assertEquals(7, cursor.volume());
+            assertEquals(1L << 40, cursor.offset());
+            assertEquals(3000, cursor.length());
+            assertEquals(0x10, cursor.flags());
+            assertEquals((int)crc.getValue(), cursor.payloadCrc());
+            assertTrue(cursor.verifyPayload());
+            assertPattern(cursor.payload(), 100, 3000);
+
+            assertTrue(cursor.next());
+            assertEquals(101, cursor.lsn());
+            assertPattern(cursor.payload(), 101, 1);
+            assertTrue(cursor.next());
+            assertEquals(third, cursor.position());
+            assertEquals(0, cursor.length());
+            assertFalse(cursor.next());
+
+            log.markFlag(second, 0x4);
+            log.markFlag(second, 0x1);
+            assertEquals(0x5, log.flags(second));
+            assertEquals(0x10, log.flags(first));
+
+            assertThrows(IllegalArgumentException.class, () -> append(log, 104, 10), "an LSN gap is refused");
+            assertThrows(IllegalArgumentException.class, () -> append(log, 102, 10), "a repeated LSN is refused");
+            final ByteBuffer tooLong = ByteBuffer.allocate(MAX_RECORD_LENGTH + 1);
+            assertThrows(IllegalArgumentException.class,
+                () -> log.tryAppend(103, 0, 0, 0, tooLong, 0, MAX_RECORD_LENGTH + 1));
+            assertEquals(102, log.tailLsn());
+        }
+    }
+
+    @Test
+    void shouldWrapManyTimesWithRandomSizesNeverCrossingASegment()
+    {
+        final Random random = new Random(42);
+        try (RecordLog log = openSmall("wrap.log"))
+        {
+            final RecordLog.Cursor cursor = log.newCursor();
+            long nextAppend = 1;
+            long nextRead = 1;
+            final long records = 3000;
+            final List<Integer> lengths = new ArrayList<>();
+            while (nextRead <= records)
+            {
+                final int length = random.nextInt(MAX_RECORD_LENGTH + 1);
+                if (nextAppend <= records)
+                {
+                    final long position = append(log, nextAppend, length);
+                    if (position >= 0)
+                    {
+                        final long start = position % CAPACITY;
+                        final long end = start + recordLength(length) - 1;
+                        assertEquals(start / SEGMENT_LENGTH, end / SEGMENT_LENGTH, "record crosses a segment end");
+                        lengths.add(length);
+                        nextAppend++;
+                    }
+                }
+                // Read (and release) a random number of records, so head and tail move at different paces.
+                final int reads = random.nextInt(3);
+                for (int i = 0; i < reads && cursor.next(); i++)
+                {
+                    assertEquals(nextRead, cursor.lsn());
+                    assertEquals(lengths.get((int)(nextRead - 1)), cursor.length());
+                    assertTrue(cursor.verifyPayload());
+                    assertPattern(cursor.payload(), nextRead, cursor.length());
+                    assertEquals((int)(nextRead % 5), cursor.volume());
+                    log.release(cursor.position());
+                    nextRead++;
+                }
+                log.force();
+            }
+            assertTrue(log.tailPosition() > 20 * CAPACITY, "wrapped many times: " + log.tailPosition());
+            assertTrue(log.isEmpty());
+            assertEquals(records + 1, log.headLsn());
+        }
+    }
+
+    /**
+     * The source's front end appends while its shipper and flushes force from other threads. A CRC object shared
+     * between the two once gave appends wrong payload CRCs, which the partner then refused forever.
+     */
+    @Test
+    void shouldKeepEveryPayloadCrcWhenForcedFromAnotherThreadDuringAppends() throws InterruptedException
+    {
+        try (RecordLog log = RecordLog.open(dir.resolve("forced.log"), 16L << 20, MAX_RECORD_LENGTH))
+        {
+            final java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+            final java.util.concurrent.atomic.AtomicLong verified = new java.util.concurrent.atomic.AtomicLong(-1);
+            final Thread forcer = new Thread(() ->
+            {
+                long released = -1;
+                while (!done.get())
+                {
+                    // Release what the reader checked, so that every force writes a head slot and its CRC.
+                    final long position = verified.get();
+                    if (position > released)
+                    {
+                        log.release(position);
+                        released = position;
+                    }
+                    log.force();
+                }
+            });
+            forcer.start();
+            final RecordLog.Cursor reader = log.newCursor();
+            long lsn = 1;
+            long checked = 0;
+            final long endNs = System.nanoTime() + 2_000_000_000L;
+            while (System.nanoTime() < endNs)
+            {
+                fill(payload, lsn, MAX_RECORD_LENGTH);
+                if (log.tryAppend(lsn, 0, lsn * 4096, 0, payload, 0, MAX_RECORD_LENGTH) >= 0)
+                {
+                    lsn++;
+                }
+                while (reader.next())
+                {
+                    assertTrue(reader.verifyPayload(), "payload CRC of LSN " + reader.lsn());
+                    verified.set(reader.position());
+                    checked++;
+                }
+            }
+            done.set(true);
+            forcer.join();
+            assertEquals(lsn - 1, checked);
+        }
+    }
+
+    @Test
+    void shouldReturnNoSpaceWhenFullAndSpaceAfterRelease()
+    {
+        try (RecordLog log = openSmall("full.log"))
+        {
+            final int length = 4000;
+            long lsn = 1;
+            while (append(log, lsn, length) >= 0)
+            {
+                lsn++;
+            }
+            final long appended = lsn - 1;
+            assertTrue(log.freeBytes() < recordLength(length) * 2L, "free " + log.freeBytes());
+            assertEquals(RecordLog.NO_SPACE, append(log, lsn, length));
+            assertNull(log.claim(length));
+
+            final RecordLog.Cursor cursor = log.newCursor();
+            assertTrue(cursor.next());
+            assertTrue(cursor.next());
+            log.release(cursor.position());
+            assertEquals(RecordLog.NO_SPACE, append(log, lsn, length), "released space is reusable after force");
+            log.force();
+            assertTrue(append(log, lsn, length) >= 0);
+            assertEquals(appended + 1, log.tailLsn());
+            assertEquals(3, log.headLsn());
+        }
+    }
+
+    @Test
+    void shouldRecoverRecordsAndHeadAfterCloseAndAfterDrop()
+    {
+        final Path file = dir.resolve("recover.log");
+        final long tail;
+        try (RecordLog log = openSmall("recover.log"))
+        {
+            for (long lsn = 1; lsn <= 300; lsn++)
+            {
+                assertTrue(append(log, lsn, lengthOf(lsn, 4000)) >= 0);
+            }
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (int i = 0; i < 10; i++)
+            {
+                assertTrue(cursor.next());
+            }
+            log.release(cursor.position());
+            tail = log.tailPosition();
+        }
+
+        // Dropped without close or force: what a killed process leaves in the page cache.
+        final RecordLog dropped = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+        assertEquals(new RecordLog.Recovery(290, 11, 300, dropped.headPosition(), tail), dropped.recovery());
+        assertEquals(11, dropped.headLsn());
+        assertEquals(300, dropped.tailLsn());
+        assertTrue(append(dropped, 301, 100) >= 0);
+
+        try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
+        {
+            assertEquals(291, log.recovery().records());
+            assertEquals(301, log.tailLsn());
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (long lsn = 11; lsn <= 301; lsn++)
+            {
+                assertTrue(cursor.next());
+                assertEquals(lsn, cursor.lsn());
+                assertTrue(cursor.verifyPayload());
+                assertPattern(cursor.payload(), lsn, lsn == 301 ? 100 : lengthOf(lsn, 4000));
+            }
+            assertFalse(cursor.next());
+            assertTrue(append(log, 302, 10) >= 0, "appends continue after recovery");
+        }
+        dropped.close();
+    }
+
+    @Test
+    void shouldStopRecoveryBeforeADamagedPayload() throws IOException
+    {
+        final long position = writeTenRecords("payload.log");
+        corrupt(dir.resolve("payload.log"), position + RECORD_HEADER_LENGTH + 17, (byte)0x55);
+        assertRecoveredUpTo("payload.log", 9, position);
+    }
+
+    @Test
+    void shouldStopRecoveryBeforeADamagedHeader() throws IOException
+    {
+        final long position = writeTenRecords("header.log");
+        corrupt(dir.resolve("header.log"), position + RecordLogDescriptor.RECORD_OFFSET_OFFSET, (byte)0x55);
+        assertRecoveredUpTo("header.log", 9, position);
+    }
+
+    @Test
+    void shouldStopRecoveryBeforeATornTail() throws IOException
+    {
+        final long position = writeTenRecords("torn.log");
+        final int length = recordLength(lengthOf(10, 4000));
+        try (FileChannel channel = FileChannel.open(dir.resolve("torn.log"), StandardOpenOption.WRITE))
+        {
+            channel.write(ByteBuffer.allocate(length / 2), FILE_HEADER_LENGTH + position + length - length / 2);
+        }
+        assertRecoveredUpTo("torn.log", 9, position);
+    }
+
+    @Test
+    void shouldNotTakeAStaleRecordForTheNextOneAfterReset()
+    {
+        final Path file = dir.resolve("reset.log");
+        try (RecordLog log = openSmall("reset.log"))
+        {
+            for (long lsn = 1; lsn <= 5; lsn++)
+            {
+                append(log, lsn, 100);
+            }
+            log.reset(1000);
+            assertTrue(log.isEmpty());
+            assertEquals(999, log.tailLsn());
+            assertThrows(IllegalArgumentException.class, () -> append(log, 6, 100));
+            assertTrue(append(log, 1000, 100) >= 0);
+        }
+        try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
+        {
+            assertEquals(1, log.recovery().records());
+            assertEquals(1000, log.headLsn());
+            assertEquals(1000, log.tailLsn());
+        }
+    }
+
+    @Test
+    void shouldRefuseClaimWithBadCrcAndLeaveNoRecord()
+    {
+        try (RecordLog log = openSmall("claim.log"))
+        {
+            ByteBuffer view = log.claim(1000);
+            assertNotNull(view);
+            assertEquals(1000, view.remaining());
+            fill(payload, 1, 1000);
+            view.put(payload.duplicate().limit(1000));
+            assertEquals(RecordLog.CRC_MISMATCH, log.commit(1, 0, 0, 0, 12345));
+            assertTrue(log.isEmpty());
+            assertFalse(log.newCursor().next());
+
+            view = log.claim(1000);
+            assertNotNull(view);
+            view.put(payload.duplicate().limit(1000));
+            final CRC32C crc = new CRC32C();
+            crc.update(payload.duplicate().limit(1000));
+            final long position = log.commit(1, 2, 4096, 0, (int)crc.getValue());
+            assertEquals(0, position);
+            final RecordLog.Cursor cursor = log.newCursor();
+            assertTrue(cursor.next());
+            assertEquals(1, cursor.lsn());
+            assertPattern(cursor.payload(), 1, 1000);
+
+            assertNotNull(log.claim(10));
+            assertThrows(IllegalStateException.class, () -> append(log, 2, 10), "a claim is open");
+            log.abort();
+            assertTrue(append(log, 2, 10) >= 0);
+        }
+        try (RecordLog log = openSmall("claim.log"))
+        {
+            assertEquals(2, log.recovery().records());
+        }
+    }
+
+    @Test
+    void shouldRefuseAFileWithOtherGeometry()
+    {
+        final Path file = dir.resolve("geometry.log");
+        openSmall("geometry.log").close();
+        final BlockmoverException ex = assertThrows(BlockmoverException.class,
+            () -> RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH / 2, SEGMENT_LENGTH));
+        assertTrue(ex.getMessage().contains(file.toString()), ex.getMessage());
+        assertTrue(ex.getMessage().contains("configuration"), ex.getMessage());
+        assertThrows(BlockmoverException.class, () -> RecordLog.open(file, 2 * CAPACITY, MAX_RECORD_LENGTH));
+        assertThrows(BlockmoverException.class, () -> RecordLog.open(dir.resolve("bad.log"), 3 * 4096, 100));
+    }
+
+    @Test
+    void shouldMapLogsLargerThanTwoGibInSegments() throws IOException
+    {
+        final long capacity = 3L << 30;
+        final Path file = dir.resolve("large.log");
+        final long start = capacity - 2 * MAX_RECORD_LENGTH;
+        try (RecordLog log = RecordLog.open(file, capacity, MAX_RECORD_LENGTH))
+        {
+            assertEquals(1 << 30, log.segmentLength());
+            log.resetAt(start, 1);
+            for (long lsn = 1; lsn <= 6; lsn++)
+            {
+                assertTrue(append(log, lsn, MAX_RECORD_LENGTH - 1) >= 0);
+            }
+            assertTrue(log.tailPosition() > capacity, "wrapped to the first segment");
+            log.resetAt(log.tailPosition() + (2L << 30) - 3 * MAX_RECORD_LENGTH - log.tailPosition() % capacity, 7);
+            for (long lsn = 7; lsn <= 12; lsn++)
+            {
+                assertTrue(append(log, lsn, MAX_RECORD_LENGTH - 1) >= 0, "across the 2 GiB mark");
+            }
+        }
+        assertTrue(Files.size(file) > capacity);
+        try (RecordLog log = RecordLog.open(file, capacity, MAX_RECORD_LENGTH))
+        {
+            assertEquals(6, log.recovery().records());
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (long lsn = 7; lsn <= 12; lsn++)
+            {
+                assertTrue(cursor.next());
+                assertEquals(lsn, cursor.lsn());
+                assertPattern(cursor.payload(), lsn, MAX_RECORD_LENGTH - 1);
+            }
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void shouldDeliverEveryLsnOnceInOrderWithConcurrentAppenderReaderAndReleaser() throws InterruptedException
+    {
+        final long records = 1_000_000;
+        final int maxLength = 128;
+        try (RecordLog log = RecordLog.open(dir.resolve("concurrent.log"), 16 * CAPACITY, maxLength, SEGMENT_LENGTH))
+        {
+            final AtomicLong readUpTo = new AtomicLong(-1);
+            final AtomicReference<Throwable> failure = new AtomicReference<>();
+            final Thread reader = new Thread(() ->
+            {
+                try
+                {
+                    final RecordLog.Cursor cursor = log.newCursor();
+                    long expected = 1;
+                    while (expected <= records && failure.get() == null)
+                    {
+                        if (cursor.next())
+                        {
+                            assertEquals(expected, cursor.lsn());
+                            assertEquals((int)(expected % maxLength), cursor.length());
+                            assertTrue(cursor.verifyPayload(), "CRC of LSN " + expected);
+                            if (cursor.length() > 0)
+                            {
+                                assertEquals(patternByte(expected, cursor.length() - 1),
+                                    cursor.payload().get(cursor.payload().limit() - 1));
+                            }
+                            readUpTo.lazySet(cursor.position());
+                            expected++;
+                        }
+                    }
+                }
+                catch (final Throwable ex)
+                {
+                    failure.compareAndSet(null, ex);
+                }
+            }, "reader");
+            final Thread releaser = new Thread(() ->
+            {
+                try
+                {
+                    long released = -1;
+                    while (log.headLsn() <= records && failure.get() == null)
+                    {
+                        final long position = readUpTo.get();
+                        if (position > released)
+                        {
+                            log.release(position);
+                            released = position;
+                        }
+                    }
+                }
+                catch (final Throwable ex)
+                {
+                    failure.compareAndSet(null, ex);
+                }
+            }, "releaser");
+            reader.start();
+            releaser.start();
+
+            final long startNs = System.nanoTime();
+            long lsn = 1;
+            while (lsn <= records && failure.get() == null)
+            {
+                final int length = (int)(lsn % maxLength);
+                fill(payload, lsn, length);
+                if (log.tryAppend(lsn, 0, lsn, 0, payload, 0, length) >= 0)
+                {
+                    lsn++;
+                }
+                else
+                {
+                    // Full: make the released head durable so its space can be reused; the pause keeps the
+                    // number of msyncs (not what this test measures) low.
+                    log.force();
+                    LockSupport.parkNanos(100_000);
+                }
+            }
+            reader.join();
+            releaser.join();
+            log.force();
+            final long elapsedNs = System.nanoTime() - startNs;
+            if (failure.get() != null)
+            {
+                throw new AssertionError(failure.get());
+            }
+            assertTrue(log.isEmpty());
+            System.out.printf("concurrent: %d records through a %d-byte log in %d ms%n",
+                records, log.capacity(), TimeUnit.NANOSECONDS.toMillis(elapsedNs));
+        }
+    }
+
+    @Test
+    void shouldNotAllocateOnAppendReadReleaseAndForce()
+    {
+        final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
+        final long threadId = Thread.currentThread().getId();
+        try (RecordLog log = openSmall("alloc.log"))
+        {
+            final RecordLog.Cursor cursor = log.newCursor();
+            fill(payload, 0, 512);
+            final long[] lsn = {1};
+            cycle(log, cursor, lsn, 50_000);
+            final long before = threads.getThreadAllocatedBytes(threadId);
+            cycle(log, cursor, lsn, 100_000);
+            final long allocated = threads.getThreadAllocatedBytes(threadId) - before;
+            System.out.println("allocated over 100k append+read+release: " + allocated + " bytes");
+            assertTrue(allocated < 1024, "allocated " + allocated + " bytes");
+        }
+    }
+
+    private void cycle(final RecordLog log, final RecordLog.Cursor cursor, final long[] lsn, final int count)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            final int length = 64 + (i & 511);
+            while (log.tryAppend(lsn[0], 1, 0, 0, payload, 0, length) < 0)
+            {
+                log.force();
+            }
+            if (!cursor.next() || cursor.lsn() != lsn[0] || !cursor.verifyPayload())
+            {
+                throw new AssertionError("record " + lsn[0]);
+            }
+            if ((i & 63) == 63)
+            {
+                log.release(cursor.position());
+            }
+            lsn[0]++;
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void shouldRecoverEveryPrintedLsnAfterKillMinusNine() throws IOException, InterruptedException
+    {
+        final Path file = dir.resolve("killed.log");
+        final long capacity = 64L << 20;
+        final int maxLength = 4000;
+        final String classPath = System.getProperty("surefire.test.class.path",
+            System.getProperty("java.class.path"));
+        final Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+        final ProcessBuilder builder = new ProcessBuilder(java.toString(), "@" + jvmOptions(), "-cp", classPath,
+            RecordLogCrashWriter.class.getName(), file.toString(), Long.toString(capacity),
+            Integer.toString(maxLength), Integer.toString(SEGMENT_LENGTH));
+        builder.redirectError(ProcessBuilder.Redirect.INHERIT);
+        final Process process = builder.start();
+        long printed = 0;
+        try (BufferedReader lines =
+            new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.US_ASCII)))
+        {
+            String line;
+            while ((line = lines.readLine()) != null)
+            {
+                if ("FULL".equals(line))
+                {
+                    break;
+                }
+                final long lsn = Long.parseLong(line);
+                assertEquals(printed + 1, lsn);
+                printed = lsn;
+                if (printed == 5000)
+                {
+                    // The writer is mid-append now; kill -9 leaves whatever it had written in the page cache.
+                    // (Process.destroyForcibly would also close our end of its output: use the handle.)
+                    process.toHandle().destroyForcibly();
+                }
+            }
+        }
+        assertTrue(process.waitFor(30, TimeUnit.SECONDS));
+        assertTrue(printed >= 5000, "printed " + printed);
+
+        try (RecordLog log = RecordLog.open(file, capacity, maxLength, SEGMENT_LENGTH))
+        {
+            final RecordLog.Recovery recovery = log.recovery();
+            System.out.println("killed writer printed " + printed + ", recovery " + recovery);
+            assertEquals(1, recovery.firstLsn());
+            assertTrue(recovery.lastLsn() >= printed, "lost LSNs after " + recovery.lastLsn());
+            assertEquals(recovery.lastLsn(), recovery.records());
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (long lsn = 1; lsn <= recovery.lastLsn(); lsn++)
+            {
+                assertTrue(cursor.next());
+                assertEquals(lsn, cursor.lsn());
+                assertEquals(lsn * 4096, cursor.offset());
+                assertTrue(cursor.verifyPayload());
+                assertPattern(cursor.payload(), lsn, lengthOf(lsn, maxLength));
+            }
+            assertFalse(cursor.next());
+        }
+    }
+
+    @Test
+    void shouldReportThroughput()
+    {
+        try (RecordLog log = RecordLog.open(dir.resolve("speed.log"), 256L << 20, 1 << 20))
+        {
+            final ByteBuffer big = ByteBuffer.allocateDirect(1 << 20);
+            final RecordLog.Cursor cursor = log.newCursor();
+            final long[] lsn = {1};
+            // Warm up, then measure: appends only, releasing and forcing whenever the log fills.
+            throughput(log, cursor, big, lsn, 4096, 20_000);
+            final long smallNs = throughput(log, cursor, big, lsn, 4096, 100_000);
+            throughput(log, cursor, big, lsn, 1 << 20, 256);
+            final long bigNs = throughput(log, cursor, big, lsn, 1 << 20, 1024);
+            System.out.printf("throughput: 4 KiB records %.0f appends/s, 1 MiB records %.2f GB/s%n",
+                100_000 * 1e9 / smallNs, 1024.0 * (1 << 20) / bigNs);
+        }
+    }
+
+    private static long throughput(final RecordLog log, final RecordLog.Cursor cursor, final ByteBuffer src,
+        final long[] lsn, final int length, final int count)
+    {
+        final long startNs = System.nanoTime();
+        for (int i = 0; i < count; i++)
+        {
+            while (log.tryAppend(lsn[0], 0, 0, 0, src, 0, length) < 0)
+            {
+                long last = -1;
+                while (cursor.next())
+                {
+                    last = cursor.position();
+                }
+                if (last >= 0)
+                {
+                    log.release(last);
+                }
+                log.force();
+            }
+            lsn[0]++;
+        }
+        return System.nanoTime() - startNs;
+    }
+
+    private static Path jvmOptions()
+    {
+        final String root = System.getProperty("maven.multiModuleProjectDirectory");
+        if (root != null && Files.exists(Path.of(root, "config", "jvm.options")))
+        {
+            return Path.of(root, "config", "jvm.options");
+        }
+        Path dir = Path.of(System.getProperty("user.dir")).toAbsolutePath();
+        while (dir != null)
+        {
+            final Path candidate = dir.resolve("config").resolve("jvm.options");
+            if (Files.exists(candidate))
+            {
+                return candidate;
+            }
+            dir = dir.getParent();
+        }
+        throw new IllegalStateException("config/jvm.options not found above " + System.getProperty("user.dir"));
+    }
+
+    private long writeTenRecords(final String name)
+    {
+        long last = -1;
+        try (RecordLog log = openSmall(name))
+        {
+            for (long lsn = 1; lsn <= 10; lsn++)
+            {
+                last = append(log, lsn, lengthOf(lsn, 4000));
+            }
+        }
+        return last;
+    }
+
+    private void corrupt(final Path file, final long position, final byte value) throws IOException
+    {
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE))
+        {
+            final ByteBuffer one = ByteBuffer.allocate(1);
+            channel.read(one, FILE_HEADER_LENGTH + position);
+            one.put(0, (byte)(one.get(0) ^ value));
+            one.clear();
+            channel.write(one, FILE_HEADER_LENGTH + position);
+        }
+    }
+
+    private void assertRecoveredUpTo(final String name, final long lastLsn, final long tail)
+    {
+        try (RecordLog log = openSmall(name))
+        {
+            assertEquals(lastLsn, log.recovery().records());
+            assertEquals(lastLsn, log.tailLsn());
+            assertEquals(tail, log.tailPosition());
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (long lsn = 1; lsn <= lastLsn; lsn++)
+            {
+                assertTrue(cursor.next());
+                assertEquals(lsn, cursor.lsn());
+            }
+            assertFalse(cursor.next());
+            assertTrue(append(log, lastLsn + 1, 10) >= 0, "appends resume at the recovered tail");
+        }
+    }
+}
