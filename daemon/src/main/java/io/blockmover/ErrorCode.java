@@ -14,6 +14,8 @@ public enum ErrorCode
     PERMISSION_DENIED(4),
     UNKNOWN_PEER(4),
     NO_SUCH_JOB(4),
+    NO_SUCH_GROUP(4),
+    GROUP_EXISTS(4),
     INVALID_STATE(4),
     CONFIG_INVALID(4),
     AUTH_FAILED(5),

@@ -35,6 +35,7 @@ import io.blockmover.cnc.CncFile;
         BlockmoverCli.Cancel.class,
         BlockmoverCli.Status.class,
         BlockmoverCli.Stat.class,
+        GroupCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",

@@ -64,6 +64,7 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final ControlServer control;
     private final ServerSocketChannel listener;
     private final JobStore jobStore;
+    private Groups groups;
     private final NanoClock clock = SystemNanoClock.INSTANCE;
     private final SecureRandom random = new SecureRandom();
     private final Map<Long, CopyJob> jobs = new TreeMap<>();
@@ -124,6 +125,16 @@ public final class Conductor implements Agent, ControlServer.Handler
             throw new BlockmoverException(ErrorCode.INTERNAL, "cannot create the conductor's selector: " + ex, ex);
         }
         openRdmaListener();
+        try
+        {
+            groups = new Groups(this);
+        }
+        catch (final RuntimeException ex)
+        {
+            CloseHelper.quietCloseAll(listener, control, selector, rdmaListener);
+            rdmaDevices.close();
+            throw ex;
+        }
         nextJobId = jobStore.nextId();
         for (final Map<String, Object> record : jobStore.loadAll())
         {
@@ -184,6 +195,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 job.fail(ErrorCode.INTERNAL, "internal error: " + ex);
             }
         }
+        work += groups.doWork(nowNs);
         if (nowNs >= nextHousekeepingNs)
         {
             nextHousekeepingNs = nowNs + HOUSEKEEPING_INTERVAL_NS;
@@ -195,6 +207,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 {
                     job.forceBitmap();
                 }
+                groups.forceBitmaps();
             }
         }
         return work;
@@ -283,7 +296,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 return true;
             }
         }
-        return false;
+        return groups.isHandshaking();
     }
 
     /**
@@ -433,6 +446,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         {
             connection.close();
         }
+        CloseHelper.quietClose(groups);
         CloseHelper.quietClose(listener);
         CloseHelper.quietClose(rdmaListener);
         rdmaDevices.close();
@@ -456,8 +470,15 @@ public final class Conductor implements Agent, ControlServer.Handler
                 case "copy" -> copy(client, id, args);
                 case "cancel" -> cancel(client, id, args);
                 case "config" -> client.reply(id, ctx.effective());
-                default -> throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op +
-                    "' (known: ping, status, jobs, job, copy, cancel, config)");
+                default ->
+                {
+                    if (!groups.onRequest(client, id, op, args))
+                    {
+                        throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op + "' (known: " +
+                            "ping, status, jobs, job, copy, cancel, config, groups, group-status, group-create, " +
+                            "group-suspend, group-resume, group-delete)");
+                    }
+                }
             }
         }
         catch (final BlockmoverException ex)
@@ -648,6 +669,8 @@ public final class Conductor implements Agent, ControlServer.Handler
             sessions.add(connection.describe());
         }
         s.put("inbound", sessions);
+        s.put("nbd_socket", groups.nbdSocket());
+        s.put("groups", groups.summary());
         s.put("jvm", ManagementFactory.getRuntimeMXBean().getVmName() + " " + Runtime.version());
         return s;
     }
@@ -685,8 +708,17 @@ public final class Conductor implements Agent, ControlServer.Handler
      */
     AgentRunner newDataRunner(final Agent agent, final FrameConnection connection)
     {
-        final IdleStrategy idle = connection != null ? new ConnectionIdleStrategy(connection) :
-            new BackoffIdleStrategy(20, 5, 10_000, 250_000);
+        return newRunner(agent, connection != null ? new ConnectionIdleStrategy(connection) :
+            new BackoffIdleStrategy(20, 5, 10_000, 250_000));
+    }
+
+    /**
+     * @param agent a data-path or replication agent.
+     * @param idle  how it waits.
+     * @return a runner that counts the agent's unexpected errors; not started.
+     */
+    AgentRunner newRunner(final Agent agent, final IdleStrategy idle)
+    {
         return new AgentRunner(idle,
             (throwable) ->
             {
@@ -738,6 +770,11 @@ public final class Conductor implements Agent, ControlServer.Handler
     Slab slab()
     {
         return slab;
+    }
+
+    Groups groups()
+    {
+        return groups;
     }
 
     JobStore jobStore()

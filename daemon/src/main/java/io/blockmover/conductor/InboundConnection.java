@@ -173,6 +173,24 @@ final class InboundConnection
         }
         final int sessionId = channel.sessionIdOfLastFrame();
         final Map<String, Object> open = frame.json();
+        if (open.containsKey("group"))
+        {
+            try
+            {
+                conductor.groups().acceptSession(peer.name(), sessionId, open, channel);
+            }
+            catch (final BlockmoverException ex)
+            {
+                refuse(ex.code(), conductor.ctx().nodeName() + ": " + ex.getMessage());
+            }
+            catch (final RuntimeException ex)
+            {
+                refuse(ErrorCode.BAD_REQUEST, conductor.ctx().nodeName() + ": malformed group OPEN: " + ex);
+            }
+            // The group's receiver owns the connection now.
+            step = STEP_CLOSED;
+            return;
+        }
         jobId = ((Number)open.get("job")).longValue();
         target = String.valueOf(open.get("target"));
         size = ((Number)open.get("size")).longValue();

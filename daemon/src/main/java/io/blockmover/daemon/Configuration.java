@@ -31,6 +31,10 @@ public final class Configuration
     public static final String FLUSH_BYTES = "flush.bytes";
     public static final String FLUSH_INTERVAL = "flush.interval";
     public static final String VERIFY_ROUNDS = "verify.rounds";
+    public static final String NBD_SOCKET = "nbd.socket";
+    public static final String NBD_LISTEN = "nbd.listen";
+    public static final String NBD_WORKERS = "nbd.workers";
+    public static final String GROUP_LOG_SIZE = "group.log.size";
 
     public static final String PEER_PREFIX = "peer.";
     public static final String PEER_ADDRESS = "address";
@@ -61,6 +65,12 @@ public final class Configuration
         define(DIGEST_BATCH, "256", "regions per checksum request in seeded copy and verify");
         define(VERIFY_ROUNDS, "3", "verify passes (each resending mismatches) before a job fails");
         define(FLUSH_BYTES, "256m", "a destination forces its volume after this many bytes written...");
+        define(NBD_SOCKET, "/run/blockmover/nbd.sock", "Unix socket of the NBD server exposing source volumes " +
+            "of groups (empty: none)");
+        define(NBD_LISTEN, "", "address:port of the NBD server over TCP (empty: none; no authentication, so " +
+            "loopback or a trusted network only)");
+        define(NBD_WORKERS, "4", "requests served concurrently per NBD connection");
+        define(GROUP_LOG_SIZE, "1g", "record log of a new group when 'group create' gives no --log-size");
         define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
     }
 

@@ -32,6 +32,10 @@ import static io.blockmover.daemon.Configuration.CONTROL_SOCKET;
 import static io.blockmover.daemon.Configuration.COUNTERS_FILE;
 import static io.blockmover.daemon.Configuration.DIGEST_BATCH;
 import static io.blockmover.daemon.Configuration.FLUSH_BYTES;
+import static io.blockmover.daemon.Configuration.GROUP_LOG_SIZE;
+import static io.blockmover.daemon.Configuration.NBD_LISTEN;
+import static io.blockmover.daemon.Configuration.NBD_SOCKET;
+import static io.blockmover.daemon.Configuration.NBD_WORKERS;
 import static io.blockmover.daemon.Configuration.FLUSH_INTERVAL;
 import static io.blockmover.daemon.Configuration.HEARTBEAT_INTERVAL;
 import static io.blockmover.daemon.Configuration.LISTEN;
@@ -78,6 +82,10 @@ public final class Context
     private int digestBatch;
     private int verifyRounds;
     private long flushBytes;
+    private Path nbdSocket;
+    private InetSocketAddress nbdListen;
+    private int nbdWorkers;
+    private long groupLogSize;
     private long flushIntervalNs;
 
     private Context()
@@ -195,6 +203,20 @@ public final class Context
         {
             problems.add(VERIFY_ROUNDS + " must be at least 1");
         }
+        final String nbdSocketText = effective.get(NBD_SOCKET).trim();
+        nbdSocket = nbdSocketText.isEmpty() ? null : Path.of(nbdSocketText);
+        if (nbdSocket != null && nbdSocketText.getBytes(StandardCharsets.UTF_8).length > 107)
+        {
+            problems.add(NBD_SOCKET + " path is longer than the 107 bytes a Unix socket allows");
+        }
+        final String nbdListenText = effective.get(NBD_LISTEN).trim();
+        nbdListen = nbdListenText.isEmpty() ? null : address(NBD_LISTEN, nbdListenText, problems);
+        nbdWorkers = integer(NBD_WORKERS, problems);
+        if (nbdWorkers < 1 || nbdWorkers > 64)
+        {
+            problems.add(NBD_WORKERS + " " + nbdWorkers + " is not in 1..64");
+        }
+        groupLogSize = size(GROUP_LOG_SIZE, problems);
         flushBytes = size(FLUSH_BYTES, problems);
         if (flushBytes < chunkLength || flushBytes > (1L << 40))
         {
@@ -546,6 +568,32 @@ public final class Context
     public int verifyRounds()
     {
         return verifyRounds;
+    }
+
+    /**
+     * @return the NBD server's Unix socket, or null for none.
+     */
+    public Path nbdSocket()
+    {
+        return nbdSocket;
+    }
+
+    /**
+     * @return the NBD server's TCP address, or null for none.
+     */
+    public InetSocketAddress nbdListen()
+    {
+        return nbdListen;
+    }
+
+    public int nbdWorkers()
+    {
+        return nbdWorkers;
+    }
+
+    public long groupLogSize()
+    {
+        return groupLogSize;
     }
 
     public long flushBytes()

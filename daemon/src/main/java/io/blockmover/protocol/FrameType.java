@@ -31,12 +31,20 @@ public enum FrameType
     ERROR(12),
     /** The sender has finished; the receiver drains, forces and closes. */
     CLOSE(13),
-    /** A replicated write of a group: sequence = LSN. Reserved for continuous replication. */
+    /**
+     * A replicated write of a group: sequence = LSN, volume id = volume index in the group, offset = byte offset,
+     * aux = record flags, payload = the data. The destination appends it to its log; ACK(sequence) says so.
+     */
     RECORD(14),
-    /** Every chunk acknowledged before this frame is now durable on the destination (one force for many). */
-    DURABLE(15);
+    /**
+     * Every chunk or record acknowledged before this frame is now durable on the destination (one force for many);
+     * for a group, sequence = the highest durable LSN.
+     */
+    DURABLE(15),
+    /** Asks a group's destination to make its log durable through LSN = sequence and answer DURABLE. */
+    FLUSH(16);
 
-    private static final FrameType[] BY_CODE = new FrameType[16];
+    private static final FrameType[] BY_CODE = new FrameType[32];
 
     static
     {

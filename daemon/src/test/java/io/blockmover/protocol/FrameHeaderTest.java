@@ -145,7 +145,7 @@ class FrameHeaderTest
     @Test
     void shouldRejectUnknownTypeEvenWhenSealed()
     {
-        for (final int code : new int[] {0, 16, 99, 255})
+        for (final int code : new int[] {0, 31, 99, 255})
         {
             final FrameHeader header = new FrameHeader().reset(FrameType.ACK);
             header.buffer().putByte(FrameDescriptor.TYPE_OFFSET, (byte)code);

@@ -1,0 +1,305 @@
+package io.blockmover.cli;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.daemon.Context;
+
+/**
+ * blockmover group: continuous replication of a group of volumes to a partner.
+ */
+@Command(name = "group", mixinStandardHelpOptions = true,
+    subcommands = {
+        GroupCommand.Create.class,
+        GroupCommand.Status.class,
+        GroupCommand.Suspend.class,
+        GroupCommand.Resume.class,
+        GroupCommand.Delete.class,
+        CommandLine.HelpCommand.class},
+    description = {
+        "Replicate a group of volumes continuously to a partner host.",
+        "",
+        "The source exposes each source volume as an NBD export (its URI is in 'group status'); every write",
+        "through it is replicated: in sync mode acknowledged once the partner's log holds it (RPO zero), in",
+        "async mode once the local log holds it. Write order is kept across all volumes of the group. The",
+        "partner creates its side of the group when the source first connects; its volumes are held by",
+        "blockmoverd and never writable while they are destinations."})
+final class GroupCommand implements Callable<Integer>
+{
+    @Override
+    public Integer call()
+    {
+        new CommandLine(this).usage(System.out);
+        return 2;
+    }
+
+    /**
+     * blockmover group create.
+     */
+    @Command(name = "create", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {
+            "Create a group on this host (the source) and its partner side on PEER, then start the initial sync:",
+            "every region of every volume is sent while writes through the NBD exports are already replicated.",
+            "Returns once the partner accepted the group; follow it with 'blockmover group status NAME'."})
+    static final class Create extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "group name (letters, digits, '.', '_', '-')")
+        String name;
+
+        @Option(names = "--peer", required = true, paramLabel = "PEER", description = "partner, as configured " +
+            "(peer.PEER.address and peer.PEER.key.file)")
+        String peer;
+
+        @Option(names = "--mode", paramLabel = "sync|async", defaultValue = "sync",
+            description = "sync: a write is acknowledged once the partner's log holds it (RPO zero); async: once " +
+                "the local log holds it. Default: ${DEFAULT-VALUE}")
+        String mode;
+
+        @Option(names = "--volume", required = true, paramLabel = "SOURCE=TARGET",
+            description = "a local volume and the partner's volume it replicates to; repeat for each volume. The " +
+                "export is NAME/<last part of SOURCE>")
+        List<String> volumes;
+
+        @Option(names = "--log-size", paramLabel = "SIZE", description = "record log on each side (e.g. 8g): how " +
+            "much an async group or an outage can queue before writes fall back to bitmap tracking (default: " +
+            "the daemon's group.log.size)")
+        String logSize;
+
+        @Option(names = "--on-disconnect", paramLabel = "continue|block", defaultValue = "continue",
+            description = "sync groups, partner unreachable: continue (serve writes, track them, resync on " +
+                "reconnect) or block writes until it is back. Default: ${DEFAULT-VALUE}")
+        String onDisconnect;
+
+        @Option(names = "--seeded", description = "the partner's volumes already hold a similar copy (not " +
+            "supported for groups yet: refused)")
+        boolean seeded;
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public Integer call()
+        {
+            final Map<String, Object> args = new LinkedHashMap<>();
+            args.put("name", name);
+            args.put("peer", peer);
+            args.put("mode", mode);
+            args.put("on_disconnect", onDisconnect);
+            final List<Map<String, Object>> vols = new ArrayList<>();
+            for (final String v : volumes)
+            {
+                final int eq = v.indexOf('=');
+                if (eq <= 0 || eq == v.length() - 1)
+                {
+                    throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--volume " + v + " is not SOURCE=TARGET " +
+                        "(e.g. --volume /dev/vdb=/dev/vdb)");
+                }
+                vols.add(Map.of("source", v.substring(0, eq), "target", v.substring(eq + 1)));
+            }
+            args.put("volumes", vols);
+            if (logSize != null)
+            {
+                try
+                {
+                    args.put("log_size", Context.parseSize(logSize));
+                }
+                catch (final IllegalArgumentException ex)
+                {
+                    throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " +
+                        ex.getMessage());
+                }
+            }
+            if (seeded)
+            {
+                args.put("seeded", true);
+            }
+            final Map<String, Object> status = (Map<String, Object>)call("group-create", args);
+            if (json)
+            {
+                printJson(status);
+            }
+            else
+            {
+                System.out.println("group " + name + " created: " + status.get("mode") + " to " + peer + ", " +
+                    status.get("state"));
+                for (final Map<String, Object> v : (List<Map<String, Object>>)status.get("volumes"))
+                {
+                    System.out.println("  " + v.get("source") + " -> " + peer + ":" + v.get("target") + "  " +
+                        v.get("nbd_uri"));
+                }
+            }
+            return 0;
+        }
+    }
+
+    /**
+     * blockmover group status.
+     */
+    @Command(name = "status", mixinStandardHelpOptions = true,
+        description = {
+            "Show one group, or every group of this host: role, state (connecting, initial-sync, resync,",
+            "catching-up, replicating, degraded, suspended; on a destination waiting or receiving), bytes not yet",
+            "on the partner (RPO in bytes and seconds), transport, LSNs, log use, latencies and NBD URIs."})
+    static final class Status extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", arity = "0..1", paramLabel = "NAME", description = "the group (default: all)")
+        String name;
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public Integer call()
+        {
+            final List<Map<String, Object>> groups = name == null ?
+                (List<Map<String, Object>>)call("groups", Map.of()) :
+                List.of((Map<String, Object>)call("group-status", Map.of("name", name)));
+            if (json)
+            {
+                printJson(name == null ? groups : groups.get(0));
+                return 0;
+            }
+            if (groups.isEmpty())
+            {
+                System.out.println("no groups");
+                return 0;
+            }
+            for (final Map<String, Object> g : groups)
+            {
+                print(g);
+            }
+            return 0;
+        }
+
+        @SuppressWarnings("unchecked")
+        private static void print(final Map<String, Object> g)
+        {
+            System.out.printf(Locale.ROOT, "%s: %s %s, %s with %s, transport %s%n", g.get("name"), g.get("mode"),
+                g.get("role"), g.get("state"), g.get("peer"), g.get("transport") == null ? "none" :
+                g.get("transport"));
+            if (g.get("error") != null)
+            {
+                System.out.println("  error: " + g.get("error"));
+            }
+            if (g.get("last_error") != null)
+            {
+                System.out.println("  last error: " + g.get("last_error"));
+            }
+            if (g.get("rpo_bytes") != null)
+            {
+                System.out.printf(Locale.ROOT, "  not yet on partner: %s (%.1f s)   log %s of %s   writes %s%n",
+                    Format.bytes(((Number)g.get("rpo_bytes")).longValue()),
+                    ((Number)g.get("rpo_seconds")).doubleValue(),
+                    Format.bytes(((Number)((Map<String, Object>)g.get("log")).get("used")).longValue()),
+                    Format.bytes(((Number)((Map<String, Object>)g.get("log")).get("size")).longValue()),
+                    g.get("writes"));
+                final Map<String, Object> lat = (Map<String, Object>)g.get("latency");
+                for (final Map.Entry<String, Object> e : lat.entrySet())
+                {
+                    final Map<String, Object> h = (Map<String, Object>)e.getValue();
+                    if (((Number)h.get("count")).longValue() > 0)
+                    {
+                        System.out.printf(Locale.ROOT, "  %-13s p50 %8.1f us  p99 %8.1f us  (%s)%n", e.getKey(),
+                            ((Number)h.get("p50_us")).doubleValue(), ((Number)h.get("p99_us")).doubleValue(),
+                            h.get("count"));
+                    }
+                }
+            }
+            else if (g.get("lsn") instanceof Map<?, ?> lsn)
+            {
+                System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
+                    lsn.get("applied"), g.get("records_applied"));
+            }
+            for (final Map<String, Object> v : (List<Map<String, Object>>)g.get("volumes"))
+            {
+                if (v.get("nbd_uri") != null)
+                {
+                    System.out.printf(Locale.ROOT, "  %s -> %s  dirty %s  %s%n", v.get("source"), v.get("target"),
+                        Format.bytes(((Number)v.getOrDefault("dirty_bytes", 0)).longValue()), v.get("nbd_uri"));
+                }
+                else
+                {
+                    System.out.printf(Locale.ROOT, "  %s (%s)%n", v.get("target"),
+                        Format.bytes(((Number)v.get("size")).longValue()));
+                }
+            }
+        }
+    }
+
+    /**
+     * blockmover group suspend.
+     */
+    @Command(name = "suspend", mixinStandardHelpOptions = true,
+        description = "Stop replicating a group (source side). Writes go on and are tracked (log, then bitmaps); " +
+            "'resume' sends what changed.")
+    static final class Suspend extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Override
+        public Integer call()
+        {
+            return simple("group-suspend", name, "suspended", this);
+        }
+    }
+
+    /**
+     * blockmover group resume.
+     */
+    @Command(name = "resume", mixinStandardHelpOptions = true,
+        description = "Resume replicating a suspended group: reconnect and send what changed meanwhile.")
+    static final class Resume extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Override
+        public Integer call()
+        {
+            return simple("group-resume", name, "resumed", this);
+        }
+    }
+
+    /**
+     * blockmover group delete.
+     */
+    @Command(name = "delete", mixinStandardHelpOptions = true,
+        description = {
+            "Delete a group on this host: stop replicating, remove its NBD exports, log and bitmaps, release its",
+            "volumes. The data on the volumes stays. Run it on both hosts (the destination keeps its side until",
+            "deleted there)."})
+    static final class Delete extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Override
+        public Integer call()
+        {
+            return simple("group-delete", name, "deleted", this);
+        }
+    }
+
+    private static int simple(final String op, final String name, final String done,
+        final BlockmoverCli.Common common)
+    {
+        final Object result = common.call(op, Map.of("name", name));
+        if (common.json)
+        {
+            common.printJson(result);
+        }
+        else
+        {
+            System.out.println("group " + name + " " + done);
+        }
+        return 0;
+    }
+}

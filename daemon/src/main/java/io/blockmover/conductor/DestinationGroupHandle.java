@@ -1,0 +1,228 @@
+package io.blockmover.conductor;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.agrona.CloseHelper;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.BackoffIdleStrategy;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.io.Volume;
+import io.blockmover.replication.group.DestinationGroup;
+import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.group.GroupReceiver;
+import io.blockmover.replication.group.GroupState;
+import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.FrameConnection;
+
+/**
+ * A destination group inside the daemon: holds its volumes open (so nothing else writes them), runs the applier
+ * for as long as the daemon runs, and one {@link GroupReceiver} per session from the source. A source that
+ * reconnects supersedes its previous session. Conductor thread only.
+ */
+final class DestinationGroupHandle
+{
+    final GroupConfig config;
+    private final Conductor conductor;
+    private final GroupStore store;
+    private DestinationGroup group;
+    private AgentRunner applierRunner;
+    private GroupReceiver receiver;
+    private AgentRunner receiverRunner;
+    private String transport;
+    private String failure;
+    private String lastError;
+    private long sessions;
+    private long linkedSinceMs;
+
+    DestinationGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
+    {
+        this.conductor = conductor;
+        this.store = store;
+        this.config = config;
+    }
+
+    void open()
+    {
+        final Volume[] volumes = new Volume[config.volumes.size()];
+        RecordLog log = null;
+        try
+        {
+            for (int i = 0; i < volumes.length; i++)
+            {
+                final GroupConfig.VolumePair pair = config.volumes.get(i);
+                volumes[i] = Volume.open(Path.of(pair.target), true);
+                if (volumes[i].size() < pair.size)
+                {
+                    throw new BlockmoverException(ErrorCode.VOLUME_TOO_SMALL, "destination " + pair.target + " on " +
+                        conductor.ctx().nodeName() + " is " + volumes[i].size() + " bytes, the source is " + pair.size +
+                        ": grow the destination or choose a larger one");
+                }
+            }
+            log = RecordLog.open(store.dir(config.name).resolve("log"), config.logSize, config.regionLength);
+            if (log.headLsn() == RecordLog.NULL_LSN)
+            {
+                log.reset(1);
+            }
+            group = new DestinationGroup(config, volumes, log, conductor.clock(), conductor.ctx().flushBytes(),
+                conductor.ctx().flushIntervalNs());
+        }
+        catch (final RuntimeException ex)
+        {
+            for (final Volume v : volumes)
+            {
+                if (v != null)
+                {
+                    v.close();
+                }
+            }
+            CloseHelper.quietClose(log);
+            throw ex;
+        }
+        store.saveRun(config.name, false);
+        applierRunner = conductor.newRunner(group, new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
+        AgentRunner.startOnThread(applierRunner);
+    }
+
+    boolean isOpen()
+    {
+        return group != null;
+    }
+
+    void failed(final String message)
+    {
+        failure = message;
+    }
+
+    /**
+     * @return the highest LSN this side holds: where the source continues.
+     */
+    long heldLsn()
+    {
+        return group.log().tailLsn();
+    }
+
+    void startSession(final FrameConnection connection, final int sessionId)
+    {
+        if (receiver != null)
+        {
+            conductor.log("group " + config.name + ": " + config.peer + " reconnected, closing its previous session");
+            closeSession();
+        }
+        transport = connection.transportName();
+        receiver = new GroupReceiver(group, connection, sessionId, conductor.clock(),
+            conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(), conductor.ctx().flushBytes(),
+            conductor.ctx().flushIntervalNs());
+        receiverRunner = conductor.newDataRunner(receiver, connection);
+        AgentRunner.startOnThread(receiverRunner);
+        sessions++;
+        linkedSinceMs = System.currentTimeMillis();
+        lastError = null;
+        conductor.log("group " + config.name + ": receiving from " + config.peer + " over " + transport + " from LSN " +
+            (heldLsn() + 1));
+    }
+
+    int doWork()
+    {
+        if (receiver == null || receiver.status().isRunning())
+        {
+            return 0;
+        }
+        lastError = receiver.status().message();
+        conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
+        closeSession();
+        return 1;
+    }
+
+    private void closeSession()
+    {
+        if (receiverRunner != null)
+        {
+            receiver.status().fail(ErrorCode.CANCELLED, "session closed", true);
+            CloseHelper.quietClose(receiverRunner);
+            receiver.connection().close();
+            receiverRunner = null;
+            receiver = null;
+        }
+    }
+
+    void close()
+    {
+        closeSession();
+        CloseHelper.quietClose(applierRunner);
+        applierRunner = null;
+        if (group != null)
+        {
+            group.close();
+            group = null;
+            store.saveRun(config.name, true);
+        }
+    }
+
+    GroupState state()
+    {
+        if (group == null || group.failure() != null)
+        {
+            return GroupState.FAILED;
+        }
+        return receiver != null ? GroupState.RECEIVING : GroupState.WAITING;
+    }
+
+    Map<String, Object> status()
+    {
+        final Map<String, Object> s = new LinkedHashMap<>();
+        s.put("name", config.name);
+        s.put("role", config.role);
+        s.put("mode", config.mode.label());
+        s.put("peer", config.peer);
+        s.put("state", state().label());
+        s.put("transport", receiver != null ? transport : null);
+        if (failure != null)
+        {
+            s.put("error", failure);
+        }
+        if (group != null && group.failure() != null)
+        {
+            s.put("error", group.failure());
+        }
+        if (lastError != null)
+        {
+            s.put("last_error", lastError);
+        }
+        s.put("linked_since_ms", receiver != null ? linkedSinceMs : 0);
+        s.put("sessions", sessions);
+        final List<Map<String, Object>> vols = new ArrayList<>();
+        for (final GroupConfig.VolumePair pair : config.volumes)
+        {
+            final Map<String, Object> v = new LinkedHashMap<>();
+            v.put("source", pair.source);
+            v.put("target", pair.target);
+            v.put("size", pair.size);
+            vols.add(v);
+        }
+        s.put("volumes", vols);
+        if (group != null)
+        {
+            final Map<String, Object> lsn = new LinkedHashMap<>();
+            lsn.put("held", group.log().tailLsn());
+            lsn.put("applied", group.appliedLsn());
+            s.put("lsn", lsn);
+            final Map<String, Object> log = new LinkedHashMap<>();
+            log.put("size", group.log().capacity());
+            log.put("used", group.log().usedBytes());
+            s.put("log", log);
+            s.put("records_applied", group.recordsApplied());
+            if (receiver != null)
+            {
+                s.put("records_received", receiver.recordsReceived());
+                s.put("checksum_failures", receiver.checksumFailures());
+            }
+        }
+        return s;
+    }
+}

@@ -1,0 +1,552 @@
+package io.blockmover.conductor;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.control.ControlServer;
+import io.blockmover.frontend.nbd.ExportRegistry;
+import io.blockmover.frontend.nbd.NbdServer;
+import io.blockmover.io.Volume;
+import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.group.GroupMode;
+import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.transport.FrameConnection;
+
+/**
+ * Every replication group of this host, source or destination, the NBD server that exposes the source volumes,
+ * and the group operations of the control API. Conductor thread only.
+ */
+final class Groups implements AutoCloseable
+{
+    private final Conductor conductor;
+    private final GroupStore store;
+    private final ExportRegistry exports = new ExportRegistry();
+    private final NbdServer nbd;
+    private final Map<String, SourceGroupHandle> sources = new TreeMap<>();
+    private final Map<String, DestinationGroupHandle> destinations = new TreeMap<>();
+    private final List<SourceGroupHandle> pending = new ArrayList<>();
+
+    Groups(final Conductor conductor)
+    {
+        this.conductor = conductor;
+        this.store = new GroupStore(conductor.ctx().stateDir());
+        final Path socket = conductor.ctx().nbdSocket();
+        if (socket != null || conductor.ctx().nbdListen() != null)
+        {
+            nbd = new NbdServer(exports, socket, conductor.ctx().nbdListen(), conductor.ctx().nbdWorkers(),
+                conductor.ctx().chunkLength(), System.getLogger("blockmoverd"));
+            nbd.start();
+        }
+        else
+        {
+            nbd = null;
+        }
+        for (final GroupConfig config : store.loadAll())
+        {
+            if (config.isSource())
+            {
+                final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
+                sources.put(config.name, handle);
+                try
+                {
+                    handle.open(false);
+                    register(handle);
+                    conductor.log("group " + config.name + " (source, " + config.mode.label() + ") opened");
+                }
+                catch (final BlockmoverException ex)
+                {
+                    handle.failed(ex.getMessage());
+                    conductor.error("group " + config.name + " cannot open: " + ex.getMessage());
+                }
+            }
+            else
+            {
+                final DestinationGroupHandle handle = new DestinationGroupHandle(conductor, store, config);
+                destinations.put(config.name, handle);
+                try
+                {
+                    handle.open();
+                    conductor.log("group " + config.name + " (destination of " + config.peer + ") opened");
+                }
+                catch (final BlockmoverException ex)
+                {
+                    handle.failed(ex.getMessage());
+                    conductor.error("group " + config.name + " cannot open: " + ex.getMessage());
+                }
+            }
+        }
+    }
+
+    private void register(final SourceGroupHandle handle)
+    {
+        final SourceGroup group = handle.group();
+        for (int i = 0; i < group.volumeCount(); i++)
+        {
+            exports.add(group.export(i));
+        }
+    }
+
+    private void unregister(final SourceGroupHandle handle)
+    {
+        for (final GroupConfig.VolumePair pair : handle.config.volumes)
+        {
+            exports.remove(handle.config.name + "/" + pair.exportSuffix());
+        }
+    }
+
+    String nbdUri(final String export)
+    {
+        if (nbd == null)
+        {
+            return null;
+        }
+        if (nbd.unixSocket() != null)
+        {
+            return "nbd+unix:///" + export + "?socket=" + nbd.unixSocket();
+        }
+        return "nbd://" + nbd.tcpAddress().getHostString() + ":" + nbd.tcpAddress().getPort() + "/" + export;
+    }
+
+    int doWork(final long nowNs)
+    {
+        int work = 0;
+        for (final SourceGroupHandle handle : new ArrayList<>(pending))
+        {
+            work += handle.doWork(nowNs);
+        }
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            work += handle.doWork(nowNs);
+        }
+        for (final DestinationGroupHandle handle : destinations.values())
+        {
+            work += handle.doWork();
+        }
+        return work;
+    }
+
+    boolean isHandshaking()
+    {
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            if (handle.isHandshaking())
+            {
+                return true;
+            }
+        }
+        for (final SourceGroupHandle handle : pending)
+        {
+            if (handle.isHandshaking())
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    void forceBitmaps()
+    {
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            handle.forceBitmaps();
+        }
+    }
+
+    /**
+     * @return whether a request was a group operation (and was answered).
+     */
+    boolean onRequest(final ControlServer.Client client, final Object id, final String op,
+        final Map<String, Object> args)
+    {
+        switch (op)
+        {
+            case "groups" -> client.reply(id, list());
+            case "group-status" -> client.reply(id, status(name(args)));
+            case "group-create" -> create(client, id, args);
+            case "group-suspend" -> client.reply(id, suspend(name(args), true));
+            case "group-resume" -> client.reply(id, suspend(name(args), false));
+            case "group-delete" -> client.reply(id, delete(name(args)));
+            default ->
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static String name(final Map<String, Object> args)
+    {
+        final Object name = args.get("name");
+        if (!(name instanceof String))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "missing argument 'name' (the group)");
+        }
+        return (String)name;
+    }
+
+    private List<Map<String, Object>> list()
+    {
+        final List<Map<String, Object>> all = new ArrayList<>();
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            all.add(handle.status());
+        }
+        for (final DestinationGroupHandle handle : destinations.values())
+        {
+            all.add(handle.status());
+        }
+        return all;
+    }
+
+    private Map<String, Object> status(final String name)
+    {
+        final SourceGroupHandle source = sources.get(name);
+        if (source != null)
+        {
+            return source.status();
+        }
+        final DestinationGroupHandle destination = destinations.get(name);
+        if (destination != null)
+        {
+            return destination.status();
+        }
+        throw noSuchGroup(name);
+    }
+
+    private BlockmoverException noSuchGroup(final String name)
+    {
+        final Set<String> names = new HashSet<>(sources.keySet());
+        names.addAll(destinations.keySet());
+        return new BlockmoverException(ErrorCode.NO_SUCH_GROUP, "no group '" + name + "' on " +
+            conductor.ctx().nodeName() + (names.isEmpty() ? " (there are none: 'blockmover group create')" :
+            " (groups: " + String.join(", ", new java.util.TreeSet<>(names)) + ")"));
+    }
+
+    @SuppressWarnings("unchecked")
+    private void create(final ControlServer.Client client, final Object id, final Map<String, Object> args)
+    {
+        final String name = name(args);
+        final String problem = GroupConfig.checkName(name);
+        if (problem != null)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, problem);
+        }
+        if (exists(name))
+        {
+            throw new BlockmoverException(ErrorCode.GROUP_EXISTS, "group '" + name + "' already exists on " +
+                conductor.ctx().nodeName() + ": choose another name or 'blockmover group delete " + name + "'");
+        }
+        final String peer = (String)args.get("peer");
+        if (peer == null)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "missing --peer");
+        }
+        conductor.peerConfig(peer);
+        final GroupMode mode;
+        try
+        {
+            mode = GroupMode.parse(String.valueOf(args.getOrDefault("mode", "sync")));
+        }
+        catch (final IllegalArgumentException ex)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, ex.getMessage());
+        }
+        final String onDisconnect = String.valueOf(args.getOrDefault("on_disconnect", "continue"));
+        if (!"continue".equals(onDisconnect) && !"block".equals(onDisconnect))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--on-disconnect must be continue or block, not '" +
+                onDisconnect + "'");
+        }
+        if (Boolean.TRUE.equals(args.get("seeded")))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--seeded is not supported for groups yet: create " +
+                "the group without it (every region is sent), or seed with 'blockmover copy --seeded' first");
+        }
+        final long logSize = args.get("log_size") instanceof Number n ? n.longValue() : conductor.ctx().groupLogSize();
+        if (logSize < 16L * conductor.ctx().chunkLength())
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + " is too small: at least " +
+                16L * conductor.ctx().chunkLength() + " bytes (16 regions)");
+        }
+        final List<Object> volumeArgs = (List<Object>)args.get("volumes");
+        if (volumeArgs == null || volumeArgs.isEmpty())
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "a group needs at least one --volume SOURCE=TARGET");
+        }
+        final List<GroupConfig.VolumePair> pairs = new ArrayList<>();
+        final Set<String> suffixes = new HashSet<>();
+        for (final Object o : volumeArgs)
+        {
+            final Map<String, Object> v = (Map<String, Object>)o;
+            final String source = String.valueOf(v.get("source"));
+            final String target = String.valueOf(v.get("target"));
+            final long size;
+            try (Volume volume = Volume.open(Path.of(source), false))
+            {
+                size = volume.size();
+            }
+            if (size % 4096 != 0)
+            {
+                throw new BlockmoverException(ErrorCode.MISALIGNED_SIZE, source + " is " + size + " bytes, not a " +
+                    "multiple of 4096: a replicated volume must be (its NBD export has 4 KiB blocks)");
+            }
+            final GroupConfig.VolumePair pair = new GroupConfig.VolumePair(source, target, size);
+            if (!suffixes.add(pair.exportSuffix()))
+            {
+                throw new BlockmoverException(ErrorCode.BAD_REQUEST, "two volumes of group " + name + " end in '" +
+                    pair.exportSuffix() + "': their NBD exports would clash");
+            }
+            pairs.add(pair);
+        }
+        final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_SOURCE, peer, mode,
+            "block".equals(onDisconnect), pairs, logSize, conductor.ctx().chunkLength(), System.currentTimeMillis());
+        store.delete(name);
+        final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
+        try
+        {
+            handle.open(true);
+        }
+        catch (final BlockmoverException ex)
+        {
+            store.delete(name);
+            throw ex;
+        }
+        handle.awaitAcceptance(client, id);
+        pending.add(handle);
+        conductor.log("group " + name + " created, waiting for " + peer + " to accept it");
+    }
+
+    private boolean exists(final String name)
+    {
+        if (sources.containsKey(name) || destinations.containsKey(name))
+        {
+            return true;
+        }
+        for (final SourceGroupHandle handle : pending)
+        {
+            if (handle.config.name.equals(name))
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    void accepted(final SourceGroupHandle handle)
+    {
+        pending.remove(handle);
+        sources.put(handle.config.name, handle);
+        register(handle);
+    }
+
+    void rejected(final SourceGroupHandle handle)
+    {
+        pending.remove(handle);
+        handle.close();
+        store.delete(handle.config.name);
+    }
+
+    private Map<String, Object> suspend(final String name, final boolean suspend)
+    {
+        final SourceGroupHandle handle = sources.get(name);
+        if (handle == null)
+        {
+            if (destinations.containsKey(name))
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
+                    "suspend or resume it on its source, " + destinations.get(name).config.peer);
+            }
+            throw noSuchGroup(name);
+        }
+        if (suspend)
+        {
+            handle.suspend();
+        }
+        else
+        {
+            handle.resume();
+        }
+        return handle.status();
+    }
+
+    private Map<String, Object> delete(final String name)
+    {
+        final SourceGroupHandle source = sources.remove(name);
+        final DestinationGroupHandle destination = source == null ? destinations.remove(name) : null;
+        if (source == null && destination == null)
+        {
+            throw noSuchGroup(name);
+        }
+        final Map<String, Object> result = new LinkedHashMap<>();
+        result.put("name", name);
+        if (source != null)
+        {
+            unregister(source);
+            source.close();
+            result.put("role", "source");
+        }
+        else
+        {
+            destination.close();
+            result.put("role", "destination");
+        }
+        store.delete(name);
+        result.put("deleted", true);
+        conductor.log("group " + name + " deleted");
+        return result;
+    }
+
+    /**
+     * A source opens a group here: create it as a destination if new, check it matches if not, and hand the
+     * connection to the group's receiver.
+     *
+     * @return the OPENED reply.
+     */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> acceptSession(final String peer, final int sessionId, final Map<String, Object> open,
+        final ControlChannel channel)
+    {
+        final String name = String.valueOf(open.get("group"));
+        final String problem = GroupConfig.checkName(name);
+        if (problem != null)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, problem);
+        }
+        if (sources.containsKey(name))
+        {
+            throw new BlockmoverException(ErrorCode.GROUP_EXISTS, "group " + name + " is a source on " +
+                conductor.ctx().nodeName() + ", not a destination: both sides cannot be sources");
+        }
+        final List<GroupConfig.VolumePair> pairs = new ArrayList<>();
+        for (final Object o : (List<Object>)open.get("volumes"))
+        {
+            final Map<String, Object> v = (Map<String, Object>)o;
+            pairs.add(new GroupConfig.VolumePair(null, String.valueOf(v.get("target")),
+                ((Number)v.get("size")).longValue()));
+        }
+        final int regionLength = ((Number)open.get("region_length")).intValue();
+        if (regionLength > conductor.ctx().chunkLength())
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "region length " + regionLength + " exceeds this " +
+                "host's chunk.length " + conductor.ctx().chunkLength() + ": use the same chunk.length on both hosts");
+        }
+        DestinationGroupHandle handle = destinations.get(name);
+        if (handle != null)
+        {
+            if (!handle.config.peer.equals(peer))
+            {
+                throw new BlockmoverException(ErrorCode.GROUP_EXISTS, "group " + name + " on " +
+                    conductor.ctx().nodeName() + " replicates from " + handle.config.peer + ", not " + peer);
+            }
+            for (int i = 0; i < pairs.size(); i++)
+            {
+                if (i >= handle.config.volumes.size() ||
+                    !handle.config.volumes.get(i).target.equals(pairs.get(i).target))
+                {
+                    throw new BlockmoverException(ErrorCode.GROUP_EXISTS, "group " + name + " on " +
+                        conductor.ctx().nodeName() + " has other volumes: delete it there first");
+                }
+            }
+            if (!handle.isOpen())
+            {
+                handle.open();
+            }
+        }
+        else
+        {
+            for (final GroupConfig.VolumePair pair : pairs)
+            {
+                for (final DestinationGroupHandle other : destinations.values())
+                {
+                    for (final GroupConfig.VolumePair used : other.config.volumes)
+                    {
+                        if (used.target.equals(pair.target))
+                        {
+                            throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, pair.target + " is already a " +
+                                "destination of group " + other.config.name);
+                        }
+                    }
+                }
+            }
+            final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_DESTINATION, peer,
+                GroupMode.parse(String.valueOf(open.get("mode"))), false, pairs,
+                ((Number)open.get("log_size")).longValue(), regionLength, System.currentTimeMillis());
+            store.delete(name);
+            handle = new DestinationGroupHandle(conductor, store, config);
+            try
+            {
+                handle.open();
+            }
+            catch (final BlockmoverException ex)
+            {
+                store.delete(name);
+                throw ex;
+            }
+            store.save(config);
+            destinations.put(name, handle);
+            conductor.log("group " + name + " created as a destination of " + peer);
+        }
+        final Map<String, Object> opened = new LinkedHashMap<>();
+        opened.put("held_lsn", handle.heldLsn());
+        try
+        {
+            channel.sendJson(FrameType.OPENED, sessionId, opened);
+        }
+        catch (final java.io.IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.PEER_UNREACHABLE, "cannot answer " + peer + ": " + ex, ex);
+        }
+        final FrameConnection connection = channel.connection();
+        handle.startSession(connection, sessionId);
+        return opened;
+    }
+
+    List<Map<String, Object>> summary()
+    {
+        final List<Map<String, Object>> list = new ArrayList<>();
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            list.add(Map.of("name", handle.config.name, "role", "source", "state", handle.state().label()));
+        }
+        for (final DestinationGroupHandle handle : destinations.values())
+        {
+            list.add(Map.of("name", handle.config.name, "role", "destination", "state", handle.state().label()));
+        }
+        return list;
+    }
+
+    String nbdSocket()
+    {
+        return nbd == null || nbd.unixSocket() == null ? null : nbd.unixSocket().toString();
+    }
+
+    @Override
+    public void close()
+    {
+        for (final SourceGroupHandle handle : pending)
+        {
+            handle.close();
+        }
+        if (nbd != null)
+        {
+            nbd.close();
+        }
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            handle.close();
+        }
+        for (final DestinationGroupHandle handle : destinations.values())
+        {
+            handle.close();
+        }
+    }
+}

@@ -1,0 +1,454 @@
+package io.blockmover.conductor;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.agrona.CloseHelper;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.BackoffIdleStrategy;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+import io.blockmover.control.ControlServer;
+import io.blockmover.io.Volume;
+import io.blockmover.rdma.verbs.RdmaException;
+import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.group.GroupState;
+import io.blockmover.replication.group.GroupStatus;
+import io.blockmover.replication.group.Resyncer;
+import io.blockmover.replication.group.Shipper;
+import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.FrameConnection;
+
+/**
+ * A source group inside the daemon: opens its files, keeps a session with the partner (connect, authenticate,
+ * OPEN the group there, run a {@link Shipper}; on a lost link, wait and reconnect with back-off) and runs the
+ * {@link Resyncer}. A new group is not persisted until the partner accepted it, so a typo in a target path is an
+ * error at create time, not a group that never syncs. Conductor thread only.
+ */
+final class SourceGroupHandle
+{
+    private static final long FIRST_RETRY_NS = 500_000_000L;
+
+    final GroupConfig config;
+    private final Conductor conductor;
+    private final GroupStore store;
+    private final PeerDialer dialer;
+    private SourceGroup group;
+    private Resyncer resyncer;
+    private AgentRunner resyncRunner;
+    private Shipper shipper;
+    private AgentRunner shipperRunner;
+    private String failure;
+    private String lastError;
+    private String transport;
+    private String transportReason;
+    private int attempts;
+    private long retryAtNs;
+    private long backoffNs = FIRST_RETRY_NS;
+    private long linkedSinceMs;
+    private long sessions;
+    private ControlServer.Client pendingClient;
+    private Object pendingId;
+
+    SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
+    {
+        this.conductor = conductor;
+        this.store = store;
+        this.config = config;
+        this.dialer = new PeerDialer(conductor, config.peer);
+    }
+
+    /**
+     * Opens volumes, log and bitmaps and starts the resyncer. After a crash of the daemon, replays logged writes
+     * that may not have reached the volume; after a crash of the host, starts over with every region dirty.
+     *
+     * @param fresh whether the group is being created now.
+     */
+    void open(final boolean fresh)
+    {
+        final Path dir = store.dir(config.name);
+        final Volume[] volumes = new Volume[config.volumes.size()];
+        RecordLog log = null;
+        try
+        {
+            for (int i = 0; i < volumes.length; i++)
+            {
+                final GroupConfig.VolumePair pair = config.volumes.get(i);
+                volumes[i] = Volume.open(Path.of(pair.source), true);
+                if (volumes[i].size() != pair.size)
+                {
+                    throw new BlockmoverException(ErrorCode.INVALID_STATE, pair.source + " is now " +
+                        volumes[i].size() + " bytes, was " + pair.size + " when group " + config.name +
+                        " was created: delete and recreate the group");
+                }
+            }
+            log = RecordLog.open(dir.resolve("log"), config.logSize, config.regionLength);
+            if (log.headLsn() == RecordLog.NULL_LSN)
+            {
+                log.reset(1);
+            }
+            final String lastRun = fresh ? "clean" : store.lastRun(config.name);
+            final boolean hostCrashed = "host-crashed".equals(lastRun);
+            if (hostCrashed)
+            {
+                conductor.log("group " + config.name + ": the host stopped without closing the group; every region " +
+                    "will be resent");
+                log.reset(log.tailLsn() + 1);
+            }
+            group = new SourceGroup(config, dir, volumes, log, fresh || hostCrashed);
+            if ("crashed".equals(lastRun))
+            {
+                final long replayed = group.replayUnwritten();
+                conductor.log("group " + config.name + ": recovered after an unclean stop, " + replayed +
+                    " logged writes replayed to the volumes");
+            }
+        }
+        catch (final IOException ex)
+        {
+            closeQuietly(volumes, log);
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "group " + config.name + ": " + ex.getMessage(), ex);
+        }
+        catch (final RuntimeException ex)
+        {
+            closeQuietly(volumes, log);
+            throw ex;
+        }
+        store.saveRun(config.name, false);
+        resyncer = new Resyncer(group);
+        resyncRunner = conductor.newRunner(resyncer, new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
+        AgentRunner.startOnThread(resyncRunner);
+    }
+
+    private static void closeQuietly(final Volume[] volumes, final RecordLog log)
+    {
+        for (final Volume v : volumes)
+        {
+            if (v != null)
+            {
+                v.close();
+            }
+        }
+        CloseHelper.quietClose(log);
+    }
+
+    SourceGroup group()
+    {
+        return group;
+    }
+
+    boolean isPending()
+    {
+        return pendingClient != null;
+    }
+
+    void awaitAcceptance(final ControlServer.Client client, final Object id)
+    {
+        pendingClient = client;
+        pendingId = id;
+    }
+
+    boolean isHandshaking()
+    {
+        return dialer.isActive();
+    }
+
+    void failed(final String message)
+    {
+        failure = message;
+    }
+
+    int doWork(final long nowNs)
+    {
+        if (group == null || config.suspended)
+        {
+            return 0;
+        }
+        if (shipper != null)
+        {
+            return checkSession(nowNs);
+        }
+        if (dialer.isActive())
+        {
+            return handshake(nowNs);
+        }
+        if (nowNs >= retryAtNs)
+        {
+            startConnect(nowNs);
+            return 1;
+        }
+        return 0;
+    }
+
+    private void startConnect(final long nowNs)
+    {
+        attempts++;
+        final Map<String, Object> open = new LinkedHashMap<>();
+        open.put("group", config.name);
+        open.put("mode", config.mode.label());
+        final List<Map<String, Object>> vols = new ArrayList<>();
+        for (final GroupConfig.VolumePair pair : config.volumes)
+        {
+            vols.add(Map.of("target", pair.target, "size", pair.size));
+        }
+        open.put("volumes", vols);
+        open.put("log_size", config.logSize);
+        open.put("region_length", config.regionLength);
+        try
+        {
+            dialer.start(open, nowNs);
+            transportReason = dialer.transportReason();
+        }
+        catch (final IOException | RdmaException | BlockmoverException ex)
+        {
+            connectionFailed("cannot connect to " + config.peer + ": " + ex.getMessage(), nowNs,
+                ErrorCode.PEER_UNREACHABLE);
+        }
+    }
+
+    private int handshake(final long nowNs)
+    {
+        try
+        {
+            final int work = dialer.doWork(nowNs);
+            if (dialer.isOpened())
+            {
+                startSession(dialer.opened(), nowNs);
+            }
+            return work;
+        }
+        catch (final PeerRefusal ex)
+        {
+            dialer.close();
+            connectionFailed(ex.getMessage(), nowNs, ex.code());
+        }
+        catch (final IOException ex)
+        {
+            dialer.close();
+            connectionFailed(config.peer + ": " + ex.getMessage(), nowNs, ErrorCode.PEER_UNREACHABLE);
+        }
+        return 1;
+    }
+
+    private void startSession(final Map<String, Object> opened, final long nowNs)
+    {
+        final long held = ((Number)opened.get("held_lsn")).longValue();
+        final int sessionId = dialer.sessionId();
+        final FrameConnection connection = dialer.takeConnection();
+        final RecordLog log = group.log();
+        boolean restart = false;
+        if (held < log.headLsn() - 1 || held > log.tailLsn())
+        {
+            conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log holds " +
+                log.headLsn() + ".." + log.tailLsn() + ": continuity lost, every region will be resent");
+            group.restartFrom(held);
+            restart = true;
+        }
+        transport = connection.transportName();
+        shipper = new Shipper(group, connection, sessionId, restart ? group.log().tailLsn() : held, restart,
+            conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs());
+        shipperRunner = conductor.newRunner(shipper, Shipper.idleStrategy(shipper));
+        AgentRunner.startOnThread(shipperRunner);
+        sessions++;
+        linkedSinceMs = System.currentTimeMillis();
+        backoffNs = FIRST_RETRY_NS;
+        lastError = null;
+        conductor.log("group " + config.name + " linked to " + config.peer + " over " + transport + " (partner " +
+            "holds LSN " + held + ")");
+        if (pendingClient != null)
+        {
+            final ControlServer.Client client = pendingClient;
+            pendingClient = null;
+            store.save(config);
+            conductor.groups().accepted(this);
+            client.reply(pendingId, status());
+        }
+    }
+
+    private int checkSession(final long nowNs)
+    {
+        if (!config.initialSyncDone && group.isLinked() && group.dirtyRegions() == 0 &&
+            GroupStatus.isDrained(group))
+        {
+            config.initialSyncDone = true;
+            store.save(config);
+            conductor.log("group " + config.name + ": initial sync complete");
+        }
+        if (shipper.status().isRunning())
+        {
+            return 0;
+        }
+        final String why = shipper.status().message();
+        closeSession();
+        connectionFailed(why, nowNs, ErrorCode.PEER_UNREACHABLE);
+        return 1;
+    }
+
+    private void connectionFailed(final String message, final long nowNs, final ErrorCode code)
+    {
+        if (pendingClient != null)
+        {
+            final ControlServer.Client client = pendingClient;
+            pendingClient = null;
+            conductor.groups().rejected(this);
+            client.error(pendingId, code, message + (code == ErrorCode.PEER_UNREACHABLE ? " (is blockmoverd " +
+                "running on " + config.peer + ", and does peer." + config.peer + ".address point at it?)" : ""));
+            return;
+        }
+        if (lastError == null || !lastError.equals(message))
+        {
+            conductor.log("group " + config.name + " degraded: " + message);
+        }
+        lastError = message;
+        retryAtNs = nowNs + backoffNs;
+        backoffNs = Math.min(backoffNs * 2, conductor.ctx().reconnectMaxIntervalNs());
+    }
+
+    private void closeSession()
+    {
+        if (shipperRunner != null)
+        {
+            shipper.status().fail(ErrorCode.CANCELLED, "session closed", true);
+            CloseHelper.quietClose(shipperRunner);
+            shipper.connection().close();
+            shipperRunner = null;
+            shipper = null;
+        }
+        dialer.close();
+    }
+
+    void suspend()
+    {
+        config.suspended = true;
+        store.save(config);
+        if (group != null)
+        {
+            group.suspended(true);
+        }
+        closeSession();
+        conductor.log("group " + config.name + " suspended");
+    }
+
+    void resume()
+    {
+        config.suspended = false;
+        store.save(config);
+        if (group != null)
+        {
+            group.suspended(false);
+        }
+        retryAtNs = 0;
+        backoffNs = FIRST_RETRY_NS;
+        conductor.log("group " + config.name + " resumed");
+    }
+
+    /**
+     * Stops everything and closes the files; the group stays on disk and resumes at the next start.
+     */
+    void close()
+    {
+        closeSession();
+        CloseHelper.quietClose(resyncRunner);
+        resyncRunner = null;
+        if (group != null)
+        {
+            group.close();
+            group = null;
+            store.saveRun(config.name, true);
+        }
+    }
+
+    void forceBitmaps()
+    {
+        if (group != null)
+        {
+            group.forceBitmaps();
+        }
+    }
+
+    GroupState state()
+    {
+        if (group == null)
+        {
+            return GroupState.FAILED;
+        }
+        if (config.suspended)
+        {
+            return GroupState.SUSPENDED;
+        }
+        if (shipper == null || !group.isLinked())
+        {
+            return pendingClient != null || (sessions == 0 && attempts <= 1) ? GroupState.CONNECTING :
+                GroupState.DEGRADED;
+        }
+        if (!config.initialSyncDone)
+        {
+            return GroupState.INITIAL_SYNC;
+        }
+        if (group.dirtyRegions() > 0)
+        {
+            return GroupState.RESYNC;
+        }
+        return group.isPartnerCurrent() || GroupStatus.isDrained(group) ? GroupState.REPLICATING :
+            GroupState.CATCHING_UP;
+    }
+
+    Map<String, Object> status()
+    {
+        final Map<String, Object> s = new LinkedHashMap<>();
+        s.put("name", config.name);
+        s.put("role", config.role);
+        s.put("mode", config.mode.label());
+        s.put("peer", config.peer);
+        s.put("state", state().label());
+        s.put("on_disconnect", config.blockOnDisconnect ? "block" : "continue");
+        s.put("transport", shipper != null ? transport : null);
+        if (transportReason != null)
+        {
+            s.put("transport_reason", transportReason);
+        }
+        if (failure != null)
+        {
+            s.put("error", failure);
+        }
+        if (lastError != null)
+        {
+            s.put("last_error", lastError);
+        }
+        if (resyncer != null && resyncer.failure() != null)
+        {
+            s.put("resync_error", resyncer.failure());
+        }
+        s.put("initial_sync_done", config.initialSyncDone);
+        s.put("linked_since_ms", shipper != null ? linkedSinceMs : 0);
+        s.put("sessions", sessions);
+        final List<Map<String, Object>> vols = new ArrayList<>();
+        for (int i = 0; i < config.volumes.size(); i++)
+        {
+            final GroupConfig.VolumePair pair = config.volumes.get(i);
+            final Map<String, Object> v = new LinkedHashMap<>();
+            v.put("source", pair.source);
+            v.put("target", pair.target);
+            v.put("size", pair.size);
+            v.put("export", config.name + "/" + pair.exportSuffix());
+            v.put("nbd_uri", conductor.groups().nbdUri(config.name + "/" + pair.exportSuffix()));
+            if (group != null)
+            {
+                v.put("dirty_bytes", io.blockmover.replication.DirtyBitmap.dirtyBytes(group.dirty(i),
+                    config.regionLength, pair.size));
+            }
+            vols.add(v);
+        }
+        s.put("volumes", vols);
+        if (group != null)
+        {
+            GroupStatus.describe(group, s);
+        }
+        return s;
+    }
+}

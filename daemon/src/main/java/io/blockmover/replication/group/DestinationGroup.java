@@ -1,0 +1,195 @@
+package io.blockmover.replication.group;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.util.zip.CRC32C;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.NanoClock;
+
+import io.blockmover.buffer.Slab;
+import io.blockmover.io.Volume;
+import io.blockmover.replication.log.RecordLog;
+
+/**
+ * The destination side of a group: its volumes (never writable by anyone else while it is a destination), its
+ * record log, and the applier, the agent that writes logged records to the volumes strictly in LSN order. Between
+ * forces the volumes hold a prefix of the source's writes; a record's log space is released only after the volume
+ * that received it was forced, so a crash replays from the last release and ends on the same prefix.
+ */
+public final class DestinationGroup implements Agent, AutoCloseable
+{
+    private final GroupConfig config;
+    private final Volume[] volumes;
+    private final RecordLog log;
+    private final RecordLog.Cursor cursor;
+    private final ByteBuffer buffer;
+    private final CRC32C crc = new CRC32C();
+    private final NanoClock clock;
+    private final long forceBytes;
+    private final long forceIntervalNs;
+    private final boolean[] unforced;
+    private long unforcedBytes;
+    private long firstUnforcedNs;
+    private long appliedPosition = -1;
+    private volatile long appliedLsn;
+    private volatile long recordsApplied;
+    private volatile String failure;
+
+    /**
+     * @param config          the group.
+     * @param volumes         the destination volumes, opened writable, in the group's order.
+     * @param log             the group's log, recovered.
+     * @param clock           clock.
+     * @param forceBytes      force the volumes after this many applied bytes...
+     * @param forceIntervalNs ...or this long after the first unforced write.
+     */
+    public DestinationGroup(final GroupConfig config, final Volume[] volumes, final RecordLog log,
+        final NanoClock clock, final long forceBytes, final long forceIntervalNs)
+    {
+        this.config = config;
+        this.volumes = volumes;
+        this.log = log;
+        this.clock = clock;
+        this.forceBytes = forceBytes;
+        this.forceIntervalNs = forceIntervalNs;
+        this.cursor = log.newCursor();
+        this.cursor.position(log.headPosition());
+        this.buffer = BufferUtil.allocateDirectAligned(log.maxRecordLength(), Slab.ALIGNMENT);
+        this.unforced = new boolean[volumes.length];
+        this.appliedLsn = log.headLsn() - 1;
+    }
+
+    public GroupConfig config()
+    {
+        return config;
+    }
+
+    public RecordLog log()
+    {
+        return log;
+    }
+
+    public int volumeCount()
+    {
+        return volumes.length;
+    }
+
+    public long volumeSize(final int index)
+    {
+        return volumes[index].size();
+    }
+
+    /**
+     * @return the highest LSN applied to the volumes (maybe not yet forced).
+     */
+    public long appliedLsn()
+    {
+        return appliedLsn;
+    }
+
+    public long recordsApplied()
+    {
+        return recordsApplied;
+    }
+
+    /**
+     * @return why applying stopped (a damaged log record or a volume error), or null.
+     */
+    public String failure()
+    {
+        return failure;
+    }
+
+    @Override
+    public String roleName()
+    {
+        return "applier-" + config.name;
+    }
+
+    @Override
+    public int doWork()
+    {
+        if (failure != null)
+        {
+            return 0;
+        }
+        int work = 0;
+        try
+        {
+            while (work < 64 && cursor.next())
+            {
+                apply();
+                work++;
+            }
+            final long nowNs = clock.nanoTime();
+            if (unforcedBytes > 0 &&
+                (work == 0 || unforcedBytes >= forceBytes || nowNs - firstUnforcedNs >= forceIntervalNs))
+            {
+                forceAndRelease();
+                work++;
+            }
+        }
+        catch (final IOException ex)
+        {
+            failure = "cannot apply LSN " + cursor.lsn() + " to " + config.volumes.get(cursor.volume()).target +
+                ": " + ex.getMessage();
+        }
+        return work;
+    }
+
+    private void apply() throws IOException
+    {
+        final ByteBuffer payload = cursor.payload();
+        crc.reset();
+        crc.update(payload.duplicate());
+        if ((int)crc.getValue() != cursor.payloadCrc())
+        {
+            // Checked on arrival and again here: a record damaged in the log is never applied.
+            throw new IOException("record damaged in the log (checksum mismatch): the destination stops applying " +
+                "here; delete and recreate the group to resend everything");
+        }
+        buffer.clear();
+        buffer.put(payload).flip();
+        final int vol = cursor.volume();
+        volumes[vol].write(cursor.offset(), buffer, cursor.length());
+        if (unforcedBytes == 0)
+        {
+            firstUnforcedNs = clock.nanoTime();
+        }
+        unforced[vol] = true;
+        unforcedBytes += cursor.length();
+        appliedPosition = cursor.position();
+        appliedLsn = cursor.lsn();
+        recordsApplied++;
+    }
+
+    private void forceAndRelease() throws IOException
+    {
+        for (int i = 0; i < volumes.length; i++)
+        {
+            if (unforced[i])
+            {
+                volumes[i].force();
+                unforced[i] = false;
+            }
+        }
+        unforcedBytes = 0;
+        if (appliedPosition >= 0)
+        {
+            log.release(appliedPosition);
+            appliedPosition = -1;
+        }
+    }
+
+    @Override
+    public void close()
+    {
+        log.close();
+        for (final Volume v : volumes)
+        {
+            v.close();
+        }
+    }
+}

@@ -1,0 +1,133 @@
+package io.blockmover.replication.group;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The persisted definition of a group on one host: its role, its partner, its volumes and its log. Saved as
+ * group.json in the group's directory; everything else (log, bitmaps) is derived from it.
+ */
+public final class GroupConfig
+{
+    public static final String ROLE_SOURCE = "source";
+    public static final String ROLE_DESTINATION = "destination";
+
+    public final String name;
+    public final String role;
+    public final String peer;
+    public final GroupMode mode;
+    public final boolean blockOnDisconnect;
+    public final List<VolumePair> volumes;
+    public final long logSize;
+    public final int regionLength;
+    public final long createdMs;
+    public boolean suspended;
+    public boolean initialSyncDone;
+
+    /**
+     * One replicated volume: where it lives on the source and on the destination, and its size.
+     */
+    public static final class VolumePair
+    {
+        public final String source;
+        public final String target;
+        public final long size;
+
+        public VolumePair(final String source, final String target, final long size)
+        {
+            this.source = source;
+            this.target = target;
+            this.size = size;
+        }
+
+        /**
+         * @return the last path element of the source, the volume's name inside its NBD export name.
+         */
+        public String exportSuffix()
+        {
+            final int slash = source.lastIndexOf('/');
+            return slash >= 0 ? source.substring(slash + 1) : source;
+        }
+    }
+
+    public GroupConfig(final String name, final String role, final String peer, final GroupMode mode,
+        final boolean blockOnDisconnect, final List<VolumePair> volumes, final long logSize, final int regionLength,
+        final long createdMs)
+    {
+        this.name = name;
+        this.role = role;
+        this.peer = peer;
+        this.mode = mode;
+        this.blockOnDisconnect = blockOnDisconnect;
+        this.volumes = List.copyOf(volumes);
+        this.logSize = logSize;
+        this.regionLength = regionLength;
+        this.createdMs = createdMs;
+    }
+
+    public boolean isSource()
+    {
+        return ROLE_SOURCE.equals(role);
+    }
+
+    /**
+     * @param name a proposed group name.
+     * @return null when acceptable, else why not.
+     */
+    public static String checkName(final String name)
+    {
+        if (name == null || name.isEmpty() || name.length() > 64 || !name.matches("[A-Za-z0-9][A-Za-z0-9_.-]*"))
+        {
+            return "group name '" + name + "' must be 1-64 letters, digits, '.', '_' or '-', starting with a " +
+                "letter or digit";
+        }
+        return null;
+    }
+
+    public Map<String, Object> toRecord()
+    {
+        final Map<String, Object> r = new LinkedHashMap<>();
+        r.put("name", name);
+        r.put("role", role);
+        r.put("peer", peer);
+        r.put("mode", mode.label());
+        r.put("on_disconnect", blockOnDisconnect ? "block" : "continue");
+        final List<Map<String, Object>> vols = new ArrayList<>();
+        for (final VolumePair v : volumes)
+        {
+            final Map<String, Object> m = new LinkedHashMap<>();
+            m.put("source", v.source);
+            m.put("target", v.target);
+            m.put("size", v.size);
+            vols.add(m);
+        }
+        r.put("volumes", vols);
+        r.put("log_size", logSize);
+        r.put("region_length", regionLength);
+        r.put("created_ms", createdMs);
+        r.put("suspended", suspended);
+        r.put("initial_sync_done", initialSyncDone);
+        return r;
+    }
+
+    @SuppressWarnings("unchecked")
+    public static GroupConfig fromRecord(final Map<String, Object> r)
+    {
+        final List<VolumePair> vols = new ArrayList<>();
+        for (final Object o : (List<Object>)r.get("volumes"))
+        {
+            final Map<String, Object> m = (Map<String, Object>)o;
+            vols.add(new VolumePair((String)m.get("source"), (String)m.get("target"),
+                ((Number)m.get("size")).longValue()));
+        }
+        final GroupConfig c = new GroupConfig((String)r.get("name"), (String)r.get("role"), (String)r.get("peer"),
+            GroupMode.parse((String)r.get("mode")), "block".equals(r.get("on_disconnect")), vols,
+            ((Number)r.get("log_size")).longValue(), ((Number)r.get("region_length")).intValue(),
+            ((Number)r.get("created_ms")).longValue());
+        c.suspended = Boolean.TRUE.equals(r.get("suspended"));
+        c.initialSyncDone = Boolean.TRUE.equals(r.get("initial_sync_done"));
+        return c;
+    }
+}

@@ -1,0 +1,323 @@
+package io.blockmover.replication.group;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.AgentTerminationException;
+import org.agrona.concurrent.NanoClock;
+
+import io.blockmover.ErrorCode;
+import io.blockmover.pipeline.SessionStatus;
+import io.blockmover.protocol.FrameHeader;
+import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.FrameConnection;
+
+/**
+ * The destination group's network agent for one session: receives records straight into the log (the payload's
+ * CRC32C is checked before the record counts), acknowledges what it appended, and forces the log when a FLUSH
+ * asks for it or enough has accumulated, then answers DURABLE: one force for every FLUSH waiting (group commit).
+ */
+public final class GroupReceiver implements Agent
+{
+    /** Record flag: the source lost continuity and starts a new LSN sequence with this record. */
+    public static final int RECORD_RESTART = 2;
+
+    private final DestinationGroup group;
+    private final FrameConnection connection;
+    private final int sessionId;
+    private final NanoClock clock;
+    private final long heartbeatIntervalNs;
+    private final long peerTimeoutNs;
+    private final long forceBytes;
+    private final long forceIntervalNs;
+    private final SessionStatus status = new SessionStatus();
+    private final RecordLog log;
+    private final FrameHeader receiveHeader = new FrameHeader();
+    private final FrameHeader sendHeader = new FrameHeader();
+    private final ByteBuffer errorPayload = ByteBuffer.allocateDirect(1024);
+    private boolean haveHeader;
+    private ByteBuffer claim;
+    private long appendedLsn;
+    private long ackedLsn;
+    private long durableLsn;
+    private long flushWanted;
+    private long unforcedBytes;
+    private long firstUnforcedNs;
+    private long lastSendNs;
+    private long lastReceiveNs;
+    private volatile long recordsReceived;
+    private volatile long checksumFailures;
+
+    public GroupReceiver(final DestinationGroup group, final FrameConnection connection, final int sessionId,
+        final NanoClock clock, final long heartbeatIntervalNs, final long peerTimeoutNs, final long forceBytes,
+        final long forceIntervalNs)
+    {
+        this.group = group;
+        this.connection = connection;
+        this.sessionId = sessionId;
+        this.clock = clock;
+        this.heartbeatIntervalNs = heartbeatIntervalNs;
+        this.peerTimeoutNs = peerTimeoutNs;
+        this.forceBytes = forceBytes;
+        this.forceIntervalNs = forceIntervalNs;
+        this.log = group.log();
+        this.appendedLsn = log.tailLsn();
+        this.ackedLsn = appendedLsn;
+        this.durableLsn = appendedLsn;
+        final long now = clock.nanoTime();
+        this.lastSendNs = now;
+        this.lastReceiveNs = now;
+    }
+
+    public SessionStatus status()
+    {
+        return status;
+    }
+
+    public FrameConnection connection()
+    {
+        return connection;
+    }
+
+    public long recordsReceived()
+    {
+        return recordsReceived;
+    }
+
+    public long checksumFailures()
+    {
+        return checksumFailures;
+    }
+
+    @Override
+    public String roleName()
+    {
+        return "receiver-" + group.config().name;
+    }
+
+    @Override
+    public int doWork()
+    {
+        if (!status.isRunning())
+        {
+            throw new AgentTerminationException();
+        }
+        try
+        {
+            final long nowNs = clock.nanoTime();
+            int work = receive(nowNs);
+            work += reply(nowNs);
+            if (nowNs - lastReceiveNs > peerTimeoutNs && !isWaitingForLog())
+            {
+                throw new IOException("no word from the source for " + peerTimeoutNs / 1_000_000 + " ms");
+            }
+            return work;
+        }
+        catch (final IOException ex)
+        {
+            status.fail(ErrorCode.PEER_UNREACHABLE, ex.getMessage(), true);
+            throw new AgentTerminationException(ex);
+        }
+    }
+
+    private boolean isWaitingForLog()
+    {
+        return haveHeader && claim == null;
+    }
+
+    private int receive(final long nowNs) throws IOException
+    {
+        int work = 0;
+        while (work < 256)
+        {
+            if (!haveHeader)
+            {
+                if (!connection.receiveHeader(receiveHeader))
+                {
+                    break;
+                }
+                final String problem = receiveHeader.validate(log.maxRecordLength());
+                if (problem != null)
+                {
+                    throw refuse("bad frame: " + problem);
+                }
+                if (receiveHeader.sessionId() != sessionId)
+                {
+                    throw refuse("frame of session " + receiveHeader.sessionId() + " on session " + sessionId);
+                }
+                haveHeader = true;
+                lastReceiveNs = nowNs;
+            }
+            switch (receiveHeader.type())
+            {
+                case RECORD ->
+                {
+                    if (!receiveRecord())
+                    {
+                        return work;
+                    }
+                }
+                case FLUSH -> flushWanted = Math.max(flushWanted, receiveHeader.sequence());
+                case HEARTBEAT ->
+                {
+                    // Proof of life only.
+                }
+                case CLOSE -> status.complete();
+                default -> throw refuse("unexpected " + receiveHeader.type());
+            }
+            if (receiveHeader.type() != FrameType.RECORD && receiveHeader.payloadLength() != 0)
+            {
+                throw refuse(receiveHeader.type() + " with a payload");
+            }
+            haveHeader = false;
+            lastReceiveNs = nowNs;
+            work++;
+        }
+        return work;
+    }
+
+    /**
+     * @return whether the record is complete (false: wait for log space or bytes).
+     */
+    private boolean receiveRecord() throws IOException
+    {
+        if (claim == null)
+        {
+            final long lsn = receiveHeader.sequence();
+            if (lsn != appendedLsn + 1)
+            {
+                if ((receiveHeader.aux() & RECORD_RESTART) == 0)
+                {
+                    throw refuse("record LSN " + lsn + " after " + appendedLsn + ": a record is missing");
+                }
+                // Start over once the applier has applied and released everything of the old sequence.
+                log.force();
+                if (!log.isEmpty())
+                {
+                    return false;
+                }
+                log.reset(lsn);
+                appendedLsn = lsn - 1;
+                ackedLsn = appendedLsn;
+                durableLsn = appendedLsn;
+            }
+            final int vol = receiveHeader.volumeId();
+            final long offset = receiveHeader.offset();
+            final int length = receiveHeader.payloadLength();
+            if (vol < 0 || vol >= group.volumeCount() || offset < 0 || length <= 0 ||
+                offset + length > group.volumeSize(vol) ||
+                (offset % 4096 != 0) || (length % 4096 != 0 && offset + length != group.volumeSize(vol)))
+            {
+                throw refuse("record LSN " + lsn + " for volume " + vol + " at " + offset + "+" + length +
+                    " is outside the group's volumes");
+            }
+            claim = log.claim(length);
+            if (claim == null)
+            {
+                // Space the applier released becomes reusable only once the log's head is forced.
+                log.force();
+                claim = log.claim(length);
+                if (claim == null)
+                {
+                    return false;
+                }
+            }
+        }
+        if (!connection.receivePayload(claim))
+        {
+            return false;
+        }
+        claim = null;
+        final long position = log.commit(receiveHeader.sequence(), receiveHeader.volumeId(), receiveHeader.offset(),
+            (int)receiveHeader.aux() & ~RECORD_RESTART, receiveHeader.payloadCrc());
+        if (position < 0)
+        {
+            checksumFailures++;
+            throw refuse("record LSN " + receiveHeader.sequence() + " arrived damaged (CRC32C mismatch); it will " +
+                "be sent again after reconnecting");
+        }
+        appendedLsn = receiveHeader.sequence();
+        if (unforcedBytes == 0)
+        {
+            firstUnforcedNs = clock.nanoTime();
+        }
+        unforcedBytes += receiveHeader.payloadLength();
+        recordsReceived++;
+        return true;
+    }
+
+    private int reply(final long nowNs) throws IOException
+    {
+        if (!connection.flush())
+        {
+            return 0;
+        }
+        final boolean forceNow = (flushWanted > durableLsn && appendedLsn >= flushWanted) ||
+            unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
+        if (forceNow && appendedLsn > durableLsn)
+        {
+            log.force();
+            unforcedBytes = 0;
+            durableLsn = appendedLsn;
+            ackedLsn = appendedLsn;
+            send(FrameType.DURABLE, durableLsn, nowNs);
+            return 1;
+        }
+        if (appendedLsn > ackedLsn)
+        {
+            ackedLsn = appendedLsn;
+            send(FrameType.ACK, ackedLsn, nowNs);
+            return 1;
+        }
+        if (nowNs - lastSendNs > heartbeatIntervalNs)
+        {
+            send(FrameType.HEARTBEAT, 0, nowNs);
+            return 1;
+        }
+        return 0;
+    }
+
+    private void send(final FrameType type, final long sequence, final long nowNs) throws IOException
+    {
+        sendHeader.reset(type).sessionId(sessionId).sequence(sequence).seal();
+        connection.startSend(sendHeader, null);
+        connection.flush();
+        lastSendNs = nowNs;
+    }
+
+    private IOException refuse(final String message)
+    {
+        status.fail(ErrorCode.PROTOCOL_ERROR, message, true);
+        try
+        {
+            if (connection.flush())
+            {
+                final byte[] text = message.getBytes(StandardCharsets.UTF_8);
+                final int n = Math.min(text.length, errorPayload.capacity());
+                errorPayload.clear();
+                errorPayload.put(text, 0, n).flip();
+                final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+                crc.update(errorPayload.duplicate());
+                sendHeader.reset(FrameType.ERROR).sessionId(sessionId).aux(ErrorCode.PROTOCOL_ERROR.ordinal())
+                    .payloadLength(n).payloadCrc((int)crc.getValue()).seal();
+                connection.startSend(sendHeader, errorPayload);
+                connection.flush();
+            }
+        }
+        catch (final IOException ex)
+        {
+            // Best effort: the connection closes either way.
+            return new IOException(message, ex);
+        }
+        return new IOException(message);
+    }
+
+    @Override
+    public void onClose()
+    {
+        status.fail(ErrorCode.CANCELLED, "session closed", true);
+    }
+}

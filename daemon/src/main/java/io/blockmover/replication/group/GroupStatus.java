@@ -1,0 +1,72 @@
+package io.blockmover.replication.group;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.HdrHistogram.ConcurrentHistogram;
+
+/**
+ * What 'blockmover group status' reports about a running source group: LSNs, log use, RPO, counters and latency
+ * percentiles. Read from the conductor thread while the data path runs: every value is a racy but consistent
+ * enough snapshot of atomics.
+ */
+public final class GroupStatus
+{
+    private GroupStatus()
+    {
+    }
+
+    /**
+     * @param group a source group.
+     * @return whether the partner holds durably everything logged so far.
+     */
+    public static boolean isDrained(final SourceGroup group)
+    {
+        return group.durableLsn() >= group.publishedLsn();
+    }
+
+    /**
+     * Adds the group's live figures to a status map.
+     *
+     * @param group  a source group.
+     * @param status the map to fill.
+     */
+    public static void describe(final SourceGroup group, final Map<String, Object> status)
+    {
+        final Map<String, Object> lsn = new LinkedHashMap<>();
+        lsn.put("last", group.publishedLsn());
+        lsn.put("acked", group.ackedLsn());
+        lsn.put("durable", group.durableLsn());
+        status.put("lsn", lsn);
+        final Map<String, Object> log = new LinkedHashMap<>();
+        log.put("size", group.log().capacity());
+        log.put("used", group.log().usedBytes());
+        status.put("log", log);
+        final long rpoBytes = group.rpoBytes();
+        status.put("rpo_bytes", rpoBytes);
+        status.put("rpo_seconds", rpoBytes == 0 && isDrained(group) ? 0.0 :
+            (System.currentTimeMillis() - group.caughtUpMs()) / 1000.0);
+        status.put("partner_current", group.isPartnerCurrent());
+        status.put("dirty_regions", group.dirtyRegions());
+        status.put("writes", group.writes.get());
+        status.put("bytes_written", group.bytesWritten.get());
+        status.put("flushes", group.flushes.get());
+        status.put("writes_tracked_by_bitmap", group.untrackedByLog.get());
+        status.put("regions_resent", group.regionsResent.get());
+        final Map<String, Object> latency = new LinkedHashMap<>();
+        latency.put("local_write", latency(group.localWriteNs));
+        latency.put("partner_ack", latency(group.partnerAckNs));
+        latency.put("remote_flush", latency(group.remoteFlushNs));
+        status.put("latency", latency);
+    }
+
+    static Map<String, Object> latency(final ConcurrentHistogram h)
+    {
+        final Map<String, Object> m = new LinkedHashMap<>();
+        m.put("count", h.getTotalCount());
+        m.put("p50_us", h.getValueAtPercentile(50) / 1000.0);
+        m.put("p99_us", h.getValueAtPercentile(99) / 1000.0);
+        m.put("p999_us", h.getValueAtPercentile(99.9) / 1000.0);
+        return m;
+    }
+}

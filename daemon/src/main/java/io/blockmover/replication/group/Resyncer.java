@@ -1,0 +1,81 @@
+package io.blockmover.replication.group;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.Agent;
+
+import io.blockmover.buffer.Slab;
+import io.blockmover.replication.ConcurrentBitSet;
+
+/**
+ * Turns the dirty regions of a source group's bitmaps into records while the partner is linked: the initial sync,
+ * the catch-up after the log overflowed, and the full resend after continuity was lost are all this one loop.
+ * It stops when the log is more than half full, so client writes always find room first.
+ */
+public final class Resyncer implements Agent
+{
+    private final SourceGroup group;
+    private final ByteBuffer buffer;
+    private int volume;
+    private long region;
+    private volatile String failure;
+
+    public Resyncer(final SourceGroup group)
+    {
+        this.group = group;
+        this.buffer = BufferUtil.allocateDirectAligned(group.config().regionLength, Slab.ALIGNMENT);
+    }
+
+    @Override
+    public String roleName()
+    {
+        return "resync-" + group.config().name;
+    }
+
+    /**
+     * @return the read error that stopped resync, or null.
+     */
+    public String failure()
+    {
+        return failure;
+    }
+
+    @Override
+    public int doWork()
+    {
+        if (!group.isLinked() || group.isSuspended() || failure != null)
+        {
+            return 0;
+        }
+        for (int scanned = 0; scanned <= group.volumeCount(); scanned++)
+        {
+            final ConcurrentBitSet bits = group.dirty(volume);
+            final long next = bits.nextSetBit(region);
+            if (next < 0)
+            {
+                volume = (volume + 1) % group.volumeCount();
+                region = 0;
+                continue;
+            }
+            try
+            {
+                if (!group.resyncRegion(volume, next, buffer))
+                {
+                    region = next;
+                    return 0;
+                }
+            }
+            catch (final IOException ex)
+            {
+                failure = "cannot read " + group.config().volumes.get(volume).source + " at region " + next + ": " +
+                    ex.getMessage();
+                return 0;
+            }
+            region = next + 1;
+            return 1;
+        }
+        return 0;
+    }
+}

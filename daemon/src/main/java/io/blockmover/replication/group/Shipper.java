@@ -1,0 +1,315 @@
+package io.blockmover.replication.group;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.AgentTerminationException;
+import org.agrona.concurrent.NanoClock;
+
+import io.blockmover.ErrorCode;
+import io.blockmover.pipeline.SessionStatus;
+import io.blockmover.protocol.FrameDescriptor;
+import io.blockmover.protocol.FrameHeader;
+import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.FrameConnection;
+
+/**
+ * The source group's network agent for one session: sends the log in LSN order, asks for durability when a FLUSH
+ * needs it, and takes the partner's ACK (appended) and DURABLE (forced) replies. Releasing log space only on
+ * DURABLE keeps the invariant: whatever the partner may lose in a crash is still in our log.
+ */
+public final class Shipper implements Agent
+{
+    /** A sync group waits for its partner only while the partner's backlog is below this. */
+    static final long CURRENT_BACKLOG_BYTES = 32L << 20;
+
+    private final SourceGroup group;
+    private final FrameConnection connection;
+    private final int sessionId;
+    private final NanoClock clock;
+    private final long heartbeatIntervalNs;
+    private final long peerTimeoutNs;
+    private final SessionStatus status = new SessionStatus();
+    private final RecordLog log;
+    private final RecordLog.Cursor sendCursor;
+    private final RecordLog.Cursor releaseCursor;
+    private final FrameHeader sendHeader = new FrameHeader();
+    private final FrameHeader receiveHeader = new FrameHeader();
+    private final ByteBuffer receivePayload =
+        ByteBuffer.allocateDirect(FrameDescriptor.MAX_CONTROL_PAYLOAD);
+    private boolean receivingPayload;
+    private long sentLsn;
+    private long flushSentLsn;
+    private long acked;
+    private long durable;
+    private boolean releasePending;
+    private boolean releaseCursorOnRecord;
+    private boolean restartPending;
+    private long lastSendNs;
+    private long lastReceiveNs;
+    private volatile boolean sleeping;
+
+    /**
+     * @param group            the source group.
+     * @param connection       authenticated connection, OPENED received.
+     * @param sessionId        session id of every frame.
+     * @param partnerLsn       the highest LSN the partner holds: sending starts after it.
+     * @param restart          whether the first record starts a new sequence (continuity was lost).
+     * @param clock            clock.
+     * @param heartbeatIntervalNs idle heartbeat interval.
+     * @param peerTimeoutNs    silence that ends the session.
+     */
+    public Shipper(final SourceGroup group, final FrameConnection connection, final int sessionId,
+        final long partnerLsn, final boolean restart, final NanoClock clock, final long heartbeatIntervalNs,
+        final long peerTimeoutNs)
+    {
+        this.group = group;
+        this.connection = connection;
+        this.sessionId = sessionId;
+        this.clock = clock;
+        this.heartbeatIntervalNs = heartbeatIntervalNs;
+        this.peerTimeoutNs = peerTimeoutNs;
+        this.log = group.log();
+        this.sendCursor = log.newCursor();
+        this.releaseCursor = log.newCursor();
+        this.sentLsn = partnerLsn;
+        this.restartPending = restart;
+        this.flushSentLsn = partnerLsn;
+        this.acked = partnerLsn;
+        this.durable = group.durableLsn();
+        final long now = clock.nanoTime();
+        this.lastSendNs = now;
+        this.lastReceiveNs = now;
+    }
+
+    /**
+     * @param shipper the shipper to idle.
+     * @return its idle strategy: asleep in the connection's selector, woken by writers only when asleep.
+     */
+    public static org.agrona.concurrent.IdleStrategy idleStrategy(final Shipper shipper)
+    {
+        return new ShipperIdleStrategy(shipper);
+    }
+
+    public SessionStatus status()
+    {
+        return status;
+    }
+
+    public FrameConnection connection()
+    {
+        return connection;
+    }
+
+    @Override
+    public String roleName()
+    {
+        return "shipper-" + group.config().name;
+    }
+
+    @Override
+    public void onStart()
+    {
+        sendCursor.position(log.headPosition());
+        releaseCursor.position(log.headPosition());
+        group.partnerProgress(acked, acked);
+        group.linked(this::wakeIfSleeping);
+    }
+
+    @Override
+    public int doWork()
+    {
+        if (!status.isRunning())
+        {
+            throw new AgentTerminationException();
+        }
+        try
+        {
+            final long nowNs = clock.nanoTime();
+            int work = receive(nowNs);
+            work += release();
+            work += send(nowNs);
+            group.updateCurrent(CURRENT_BACKLOG_BYTES);
+            if (nowNs - lastReceiveNs > peerTimeoutNs)
+            {
+                throw new IOException("no word from the partner for " + peerTimeoutNs / 1_000_000 + " ms");
+            }
+            return work;
+        }
+        catch (final IOException ex)
+        {
+            status.fail(ErrorCode.PEER_UNREACHABLE, ex.getMessage(), true);
+            throw new AgentTerminationException(ex);
+        }
+    }
+
+    private int receive(final long nowNs) throws IOException
+    {
+        int work = 0;
+        while (true)
+        {
+            if (!receivingPayload)
+            {
+                if (!connection.receiveHeader(receiveHeader))
+                {
+                    break;
+                }
+                final String problem = receiveHeader.validate(FrameDescriptor.MAX_CONTROL_PAYLOAD);
+                if (problem != null)
+                {
+                    throw new IOException("bad frame from the partner: " + problem);
+                }
+                receivePayload.clear().limit(receiveHeader.payloadLength());
+                receivingPayload = true;
+            }
+            if (!connection.receivePayload(receivePayload))
+            {
+                break;
+            }
+            receivingPayload = false;
+            lastReceiveNs = nowNs;
+            work++;
+            switch (receiveHeader.type())
+            {
+                case ACK -> acked = Math.max(acked, receiveHeader.sequence());
+                case DURABLE ->
+                {
+                    durable = Math.max(durable, receiveHeader.sequence());
+                    acked = Math.max(acked, durable);
+                    releasePending = true;
+                }
+                case HEARTBEAT ->
+                {
+                    // Proof of life only.
+                }
+                case ERROR ->
+                {
+                    receivePayload.flip();
+                    final byte[] text = new byte[receivePayload.remaining()];
+                    receivePayload.get(text);
+                    throw new IOException("the partner reported: " + new String(text, StandardCharsets.UTF_8));
+                }
+                default -> throw new IOException("unexpected " + receiveHeader.type() + " from the partner");
+            }
+        }
+        if (work > 0)
+        {
+            group.partnerProgress(acked, durable);
+        }
+        return work;
+    }
+
+    private int release()
+    {
+        if (!releasePending)
+        {
+            return 0;
+        }
+        releasePending = false;
+        int released = 0;
+        while (true)
+        {
+            if (!releaseCursorOnRecord)
+            {
+                if (!releaseCursor.next())
+                {
+                    break;
+                }
+                releaseCursorOnRecord = true;
+            }
+            if (releaseCursor.lsn() > durable)
+            {
+                break;
+            }
+            log.release(releaseCursor.position());
+            releaseCursorOnRecord = false;
+            released++;
+        }
+        if (released > 0)
+        {
+            // Released space becomes reusable once the head is forced.
+            group.forceLog();
+        }
+        return released;
+    }
+
+    private int send(final long nowNs) throws IOException
+    {
+        int work = 0;
+        while (connection.flush())
+        {
+            final long flushWanted = group.flushWantedLsn();
+            if (flushWanted > flushSentLsn && sentLsn >= flushWanted)
+            {
+                sendHeader.reset(FrameType.FLUSH).sessionId(sessionId).sequence(flushWanted).seal();
+                connection.startSend(sendHeader, null);
+                flushSentLsn = flushWanted;
+            }
+            else if (sendCursor.next())
+            {
+                if (sendCursor.lsn() <= sentLsn)
+                {
+                    continue;
+                }
+                final ByteBuffer payload = sendCursor.payload();
+                sendHeader.reset(FrameType.RECORD)
+                    .sessionId(sessionId)
+                    .volumeId(sendCursor.volume())
+                    .sequence(sendCursor.lsn())
+                    .offset(sendCursor.offset())
+                    .payloadLength(sendCursor.length())
+                    .payloadCrc(sendCursor.payloadCrc())
+                    .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
+                        (restartPending ? GroupReceiver.RECORD_RESTART : 0))
+                    .seal();
+                restartPending = false;
+                connection.startSend(sendHeader, payload);
+                sentLsn = sendCursor.lsn();
+            }
+            else if (nowNs - lastSendNs > heartbeatIntervalNs)
+            {
+                sendHeader.reset(FrameType.HEARTBEAT).sessionId(sessionId).seal();
+                connection.startSend(sendHeader, null);
+            }
+            else
+            {
+                break;
+            }
+            lastSendNs = nowNs;
+            work++;
+        }
+        return work;
+    }
+
+    /**
+     * @return whether anything is waiting to be sent: checked by the idle strategy after it declares itself asleep,
+     * so a wake-up cannot be lost between the check and the wait.
+     */
+    boolean hasWork()
+    {
+        return group.publishedLsn() > sentLsn || group.flushWantedLsn() > flushSentLsn;
+    }
+
+    void sleeping(final boolean value)
+    {
+        sleeping = value;
+    }
+
+    private void wakeIfSleeping()
+    {
+        if (sleeping)
+        {
+            connection.wakeup();
+        }
+    }
+
+    @Override
+    public void onClose()
+    {
+        status.fail(ErrorCode.CANCELLED, "session closed", true);
+        group.unlinked();
+    }
+}

@@ -1,0 +1,748 @@
+package io.blockmover.replication.group;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+import org.HdrHistogram.ConcurrentHistogram;
+import org.agrona.BufferUtil;
+
+import io.blockmover.buffer.Slab;
+import io.blockmover.frontend.nbd.NbdErrorException;
+import io.blockmover.frontend.nbd.NbdExport;
+import io.blockmover.frontend.nbd.NbdProtocol;
+import io.blockmover.io.Volume;
+import io.blockmover.replication.ConcurrentBitSet;
+import io.blockmover.replication.DirtyBitmap;
+import io.blockmover.replication.log.RecordLog;
+
+/**
+ * The source side of a group while its daemon runs: its volumes, their dirty bitmaps, the group's record log and
+ * the LSN sequence. Writes come in through {@link #export(int)} on the NBD server's worker threads; the
+ * {@link Shipper} sends the log on the network agent's thread; the {@link Resyncer} turns dirty regions into
+ * records. The invariant that makes every recovery a resend: the log and the bitmaps together always cover every
+ * byte the destination may not hold durably.
+ * <ul>
+ *   <li>A write is appended to the log (or, when the log is full, marked in the bitmaps) before it is written to
+ *   the volume, under the append lock that also hands out LSNs, so LSN order is log order is wire order.</li>
+ *   <li>A region being read for resync is fenced: writes to it wait, and in-flight writes to it finish first. So
+ *   the region's record gets an LSN after every write it contains and before every write it does not.</li>
+ *   <li>A bit is cleared when its region's record enters the log; the log keeps the record until the destination
+ *   says it is durable.</li>
+ * </ul>
+ */
+public final class SourceGroup implements AutoCloseable
+{
+    /** Record flag on the wire and in the log: the record is a whole region sent by resync, not a client write. */
+    public static final int RECORD_RESYNC = 1;
+    /** Log-only flag: the record's bytes reached the local volume (a record without it is replayed at start). */
+    public static final int RECORD_WRITTEN = 1 << 16;
+    private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
+
+    private final GroupConfig config;
+    private final Volume[] volumes;
+    private final DirtyBitmap[] bitmaps;
+    private final RecordLog log;
+    private final ReplicatedExport[] exports;
+    private final AtomicIntegerArray[] inflight;
+    private final ReentrantLock appendLock = new ReentrantLock();
+    private final Condition fenceLifted = appendLock.newCondition();
+    private final ReentrantLock forceLock = new ReentrantLock();
+    private final Object progress = new Object();
+    private final ByteBuffer zeros;
+
+    // Guarded by appendLock.
+    private long lastLsn;
+    private int fencedVolume = -1;
+    private long fencedRegion = -1;
+
+    private volatile long publishedLsn;
+    private volatile long ackedLsn;
+    private volatile long durableLsn;
+    private volatile long flushWantedLsn;
+    private volatile boolean linked;
+    private volatile boolean partnerCurrent;
+    private volatile boolean suspended;
+    private volatile boolean closed;
+    private volatile boolean bitmapsTouched;
+    private volatile Runnable shipperWakeup = () -> { };
+    private volatile long caughtUpMs = System.currentTimeMillis();
+
+    final AtomicLong writes = new AtomicLong();
+    final AtomicLong bytesWritten = new AtomicLong();
+    final AtomicLong untrackedByLog = new AtomicLong();
+    final AtomicLong flushes = new AtomicLong();
+    final AtomicLong regionsResent = new AtomicLong();
+    final ConcurrentHistogram localWriteNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
+    final ConcurrentHistogram partnerAckNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
+    final ConcurrentHistogram remoteFlushNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
+
+    /**
+     * Opens a source group's files. New bitmaps start all dirty: the initial sync is a resync of everything.
+     *
+     * @param config     the group.
+     * @param dir        the group's state directory.
+     * @param volumes    the source volumes, opened writable, in the group's order.
+     * @param log        the group's log, recovered.
+     * @param allDirty   whether every region must travel (a new group, or continuity with the partner lost).
+     */
+    public SourceGroup(final GroupConfig config, final Path dir, final Volume[] volumes, final RecordLog log,
+        final boolean allDirty)
+    {
+        this.config = config;
+        this.volumes = volumes;
+        this.log = log;
+        this.bitmaps = new DirtyBitmap[volumes.length];
+        this.exports = new ReplicatedExport[volumes.length];
+        this.inflight = new AtomicIntegerArray[volumes.length];
+        try
+        {
+            for (int i = 0; i < volumes.length; i++)
+            {
+                final Path file = dir.resolve("bitmap." + i);
+                final long regions = regionCount(i);
+                bitmaps[i] = allDirty || !java.nio.file.Files.exists(file) ?
+                    DirtyBitmap.createAllDirty(file, regions, config.regionLength) :
+                    DirtyBitmap.open(file, regions, config.regionLength);
+                inflight[i] = new AtomicIntegerArray((int)regions);
+                exports[i] = new ReplicatedExport(i);
+            }
+        }
+        catch (final RuntimeException ex)
+        {
+            for (final DirtyBitmap b : bitmaps)
+            {
+                if (b != null)
+                {
+                    b.close();
+                }
+            }
+            throw ex;
+        }
+        this.lastLsn = log.tailLsn();
+        this.publishedLsn = lastLsn;
+        this.ackedLsn = log.headLsn() - 1;
+        this.durableLsn = log.headLsn() - 1;
+        this.suspended = config.suspended;
+        this.zeros = BufferUtil.allocateDirectAligned(config.regionLength, Slab.ALIGNMENT);
+    }
+
+    public GroupConfig config()
+    {
+        return config;
+    }
+
+    public RecordLog log()
+    {
+        return log;
+    }
+
+    public int volumeCount()
+    {
+        return volumes.length;
+    }
+
+    public Volume volume(final int index)
+    {
+        return volumes[index];
+    }
+
+    public ConcurrentBitSet dirty(final int index)
+    {
+        return bitmaps[index].bits();
+    }
+
+    public NbdExport export(final int index)
+    {
+        return exports[index];
+    }
+
+    long regionCount(final int volumeIndex)
+    {
+        return (config.volumes.get(volumeIndex).size + config.regionLength - 1) / config.regionLength;
+    }
+
+    /**
+     * Writes to the local volumes the logged records whose local write may not have happened: after a kill -9,
+     * the log can hold a record whose write was still in flight. Replaying it keeps the volume and the partner
+     * equal; it was never acknowledged, so either outcome is allowed, but both sides must have the same one.
+     *
+     * @return records replayed.
+     * @throws IOException on a volume error.
+     */
+    public long replayUnwritten() throws IOException
+    {
+        final RecordLog.Cursor cursor = log.newCursor();
+        cursor.position(log.headPosition());
+        final ByteBuffer buffer = BufferUtil.allocateDirectAligned(log.maxRecordLength(), Slab.ALIGNMENT);
+        long replayed = 0;
+        while (cursor.next())
+        {
+            if ((cursor.flags() & RECORD_WRITTEN) == 0)
+            {
+                buffer.clear();
+                buffer.put(cursor.payload()).flip();
+                volumes[cursor.volume()].write(cursor.offset(), buffer, cursor.length());
+                log.markFlag(cursor.position(), RECORD_WRITTEN);
+                replayed++;
+            }
+        }
+        if (replayed > 0)
+        {
+            for (final Volume v : volumes)
+            {
+                v.force();
+            }
+        }
+        return replayed;
+    }
+
+    // ----------------------------------------------------------------------------------------------------------
+    // Front end (NBD worker threads)
+    // ----------------------------------------------------------------------------------------------------------
+
+    private void write(final int vol, final long offset, final ByteBuffer src, final int length, final boolean fua,
+        final int recordFlags) throws IOException
+    {
+        if (closed)
+        {
+            throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name + " is stopping");
+        }
+        final long startNs = System.nanoTime();
+        final int regionLength = config.regionLength;
+        final int firstRegion = (int)(offset / regionLength);
+        final int lastRegion = (int)((offset + length - 1) / regionLength);
+        final AtomicIntegerArray counts = inflight[vol];
+        long lsn = -1;
+        long position = -1;
+        appendLock.lock();
+        try
+        {
+            while (fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion)
+            {
+                fenceLifted.awaitUninterruptibly();
+            }
+            for (int r = firstRegion; r <= lastRegion; r++)
+            {
+                counts.incrementAndGet(r);
+            }
+            position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+            if (position >= 0)
+            {
+                lsn = ++lastLsn;
+                publishedLsn = lsn;
+            }
+            else
+            {
+                // The log is full: track the regions instead. Nothing is lost; the RPO grows until resync.
+                final ConcurrentBitSet bits = bitmaps[vol].bits();
+                for (int r = firstRegion; r <= lastRegion; r++)
+                {
+                    bits.set(r);
+                }
+                bitmapsTouched = true;
+                untrackedByLog.incrementAndGet();
+            }
+        }
+        finally
+        {
+            appendLock.unlock();
+        }
+        if (lsn > 0)
+        {
+            shipperWakeup.run();
+        }
+        try
+        {
+            volumes[vol].write(offset, src, length);
+        }
+        finally
+        {
+            for (int r = firstRegion; r <= lastRegion; r++)
+            {
+                counts.decrementAndGet(r);
+            }
+        }
+        if (position >= 0)
+        {
+            log.markFlag(position, RECORD_WRITTEN);
+        }
+        final long writtenNs = System.nanoTime();
+        localWriteNs.recordValue(Math.min(writtenNs - startNs, HIGHEST_LATENCY_NS));
+        writes.incrementAndGet();
+        bytesWritten.addAndGet(length);
+        if (fua)
+        {
+            flush(vol);
+        }
+        else if (lsn > 0 && waitsForPartner())
+        {
+            awaitPartner(lsn, false);
+            partnerAckNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
+        }
+    }
+
+    private void flush(final int vol) throws IOException
+    {
+        final long lsn = publishedLsn;
+        final boolean remote = waitsForPartner() && lsn > durableLsn;
+        final long startNs = System.nanoTime();
+        if (remote)
+        {
+            requestDurable(lsn);
+        }
+        volumes[vol].force();
+        if (bitmapsTouched)
+        {
+            bitmapsTouched = false;
+            for (final DirtyBitmap b : bitmaps)
+            {
+                b.force();
+            }
+        }
+        if (remote && awaitPartner(lsn, true))
+        {
+            remoteFlushNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
+        }
+        else
+        {
+            // Async, or the partner is away: the source log itself must survive a crash of this host.
+            forceLog();
+        }
+        flushes.incrementAndGet();
+    }
+
+    void forceLog()
+    {
+        forceLock.lock();
+        try
+        {
+            log.force();
+        }
+        finally
+        {
+            forceLock.unlock();
+        }
+    }
+
+    private void requestDurable(final long lsn)
+    {
+        synchronized (progress)
+        {
+            if (lsn > flushWantedLsn)
+            {
+                flushWantedLsn = lsn;
+            }
+        }
+        shipperWakeup.run();
+    }
+
+    /**
+     * @return whether a write must wait for the partner: a sync group whose partner is current, or any group told
+     * to block while its partner is away.
+     */
+    private boolean waitsForPartner()
+    {
+        if (config.mode != GroupMode.SYNC || suspended)
+        {
+            return false;
+        }
+        return partnerCurrent || config.blockOnDisconnect;
+    }
+
+    /**
+     * Waits until the partner holds (or holds durably) everything through lsn, or until waiting no longer applies.
+     *
+     * @return whether the partner confirmed.
+     */
+    private boolean awaitPartner(final long lsn, final boolean durable) throws IOException
+    {
+        if ((durable ? durableLsn : ackedLsn) >= lsn)
+        {
+            return true;
+        }
+        synchronized (progress)
+        {
+            while ((durable ? durableLsn : ackedLsn) < lsn)
+            {
+                if (closed)
+                {
+                    throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name + " is stopping");
+                }
+                if (!waitsForPartner())
+                {
+                    return false;
+                }
+                try
+                {
+                    progress.wait(100);
+                }
+                catch (final InterruptedException ex)
+                {
+                    Thread.currentThread().interrupt();
+                    throw new NbdErrorException(NbdProtocol.NBD_EIO, "interrupted");
+                }
+            }
+        }
+        return true;
+    }
+
+    // ----------------------------------------------------------------------------------------------------------
+    // Resync (the resyncer's thread)
+    // ----------------------------------------------------------------------------------------------------------
+
+    /**
+     * Reads one dirty region and appends it to the log as a record, fenced against writes to the same region.
+     *
+     * @param vol    volume index.
+     * @param region region index, dirty.
+     * @param buffer aligned buffer of at least one region.
+     * @return whether the region entered the log (false: no room yet, try later).
+     * @throws IOException on a read error.
+     */
+    boolean resyncRegion(final int vol, final long region, final ByteBuffer buffer) throws IOException
+    {
+        final long offset = region * config.regionLength;
+        final int length = (int)Math.min(config.regionLength, config.volumes.get(vol).size - offset);
+        if (log.freeBytes() < 2L * (length + 128))
+        {
+            return false;
+        }
+        appendLock.lock();
+        try
+        {
+            fencedVolume = vol;
+            fencedRegion = region;
+        }
+        finally
+        {
+            appendLock.unlock();
+        }
+        boolean appended = false;
+        try
+        {
+            while (inflight[vol].get((int)region) > 0)
+            {
+                Thread.onSpinWait();
+            }
+            volumes[vol].read(offset, buffer, length);
+            appendLock.lock();
+            try
+            {
+                final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN, buffer,
+                    0, length);
+                if (position >= 0)
+                {
+                    publishedLsn = ++lastLsn;
+                    bitmaps[vol].bits().clear(region);
+                    appended = true;
+                }
+            }
+            finally
+            {
+                appendLock.unlock();
+            }
+        }
+        finally
+        {
+            appendLock.lock();
+            try
+            {
+                fencedVolume = -1;
+                fencedRegion = -1;
+                fenceLifted.signalAll();
+            }
+            finally
+            {
+                appendLock.unlock();
+            }
+        }
+        if (appended)
+        {
+            regionsResent.incrementAndGet();
+            shipperWakeup.run();
+        }
+        return appended;
+    }
+
+    // ----------------------------------------------------------------------------------------------------------
+    // Partner progress (the shipper's thread)
+    // ----------------------------------------------------------------------------------------------------------
+
+    void linked(final Runnable wakeup)
+    {
+        shipperWakeup = wakeup;
+        linked = true;
+    }
+
+    void unlinked()
+    {
+        linked = false;
+        shipperWakeup = () -> { };
+        synchronized (progress)
+        {
+            partnerCurrent = false;
+            progress.notifyAll();
+        }
+    }
+
+    void partnerProgress(final long acked, final long durable)
+    {
+        synchronized (progress)
+        {
+            if (acked > ackedLsn)
+            {
+                ackedLsn = acked;
+            }
+            if (durable > durableLsn)
+            {
+                durableLsn = durable;
+            }
+            progress.notifyAll();
+        }
+    }
+
+    /**
+     * Sync writes wait for the partner only once it is current: no dirty region left and a short backlog, so a
+     * write does not queue behind a whole catch-up.
+     */
+    void updateCurrent(final long backlogLimitBytes)
+    {
+        final boolean current = linked && !suspended && dirtyRegions() == 0 &&
+            (publishedLsn - ackedLsn) * 4096L < backlogLimitBytes && log.usedBytes() < backlogLimitBytes * 4;
+        if (current != partnerCurrent)
+        {
+            synchronized (progress)
+            {
+                partnerCurrent = current;
+                progress.notifyAll();
+            }
+        }
+        if (linked && durableLsn >= publishedLsn && dirtyRegions() == 0)
+        {
+            caughtUpMs = System.currentTimeMillis();
+        }
+    }
+
+    long flushWantedLsn()
+    {
+        return flushWantedLsn;
+    }
+
+    long publishedLsn()
+    {
+        return publishedLsn;
+    }
+
+    long ackedLsn()
+    {
+        return ackedLsn;
+    }
+
+    long durableLsn()
+    {
+        return durableLsn;
+    }
+
+    public boolean isLinked()
+    {
+        return linked;
+    }
+
+    public boolean isPartnerCurrent()
+    {
+        return partnerCurrent;
+    }
+
+    boolean isSuspended()
+    {
+        return suspended;
+    }
+
+    public void suspended(final boolean value)
+    {
+        suspended = value;
+        synchronized (progress)
+        {
+            progress.notifyAll();
+        }
+    }
+
+    long caughtUpMs()
+    {
+        return caughtUpMs;
+    }
+
+    /**
+     * Continuity lost (the partner lost its log, or is ahead of ours after a crash of this host): forget the log
+     * and send every region again, continuing the LSN sequence after both sides' highest.
+     *
+     * @param partnerLsn the highest LSN the partner holds.
+     */
+    public void restartFrom(final long partnerLsn)
+    {
+        appendLock.lock();
+        try
+        {
+            for (final DirtyBitmap b : bitmaps)
+            {
+                b.bits().setAll();
+                b.force();
+            }
+            lastLsn = Math.max(lastLsn, partnerLsn);
+            log.reset(lastLsn + 1);
+            publishedLsn = lastLsn;
+        }
+        finally
+        {
+            appendLock.unlock();
+        }
+        synchronized (progress)
+        {
+            ackedLsn = lastLsn;
+            durableLsn = lastLsn;
+            progress.notifyAll();
+        }
+    }
+
+    public long dirtyRegions()
+    {
+        long n = 0;
+        for (final DirtyBitmap b : bitmaps)
+        {
+            n += b.bits().cardinality();
+        }
+        return n;
+    }
+
+    /**
+     * @return bytes the destination may not hold durably: the log not yet released plus dirty regions.
+     */
+    long rpoBytes()
+    {
+        long n = log.usedBytes();
+        for (int i = 0; i < bitmaps.length; i++)
+        {
+            n += DirtyBitmap.dirtyBytes(bitmaps[i].bits(), config.regionLength, config.volumes.get(i).size);
+        }
+        return n;
+    }
+
+    public void forceBitmaps()
+    {
+        for (final DirtyBitmap b : bitmaps)
+        {
+            b.force();
+        }
+    }
+
+    /**
+     * Stops accepting writes, forces what is open and closes the files. Safe to call twice.
+     */
+    @Override
+    public void close()
+    {
+        if (closed)
+        {
+            return;
+        }
+        closed = true;
+        synchronized (progress)
+        {
+            progress.notifyAll();
+        }
+        forceLog();
+        for (final DirtyBitmap b : bitmaps)
+        {
+            b.force();
+            b.close();
+        }
+        log.close();
+        for (final Volume v : volumes)
+        {
+            v.close();
+        }
+    }
+
+    /**
+     * One volume of the group as the NBD server sees it.
+     */
+    private final class ReplicatedExport implements NbdExport
+    {
+        private final int index;
+        private final String name;
+
+        ReplicatedExport(final int index)
+        {
+            this.index = index;
+            this.name = config.name + "/" + config.volumes.get(index).exportSuffix();
+        }
+
+        @Override
+        public String name()
+        {
+            return name;
+        }
+
+        @Override
+        public long size()
+        {
+            return config.volumes.get(index).size;
+        }
+
+        @Override
+        public boolean isReadOnly()
+        {
+            return false;
+        }
+
+        @Override
+        public void read(final long offset, final ByteBuffer dst, final int length) throws IOException
+        {
+            volumes[index].read(offset, dst, length);
+        }
+
+        @Override
+        public void write(final long offset, final ByteBuffer src, final int length, final boolean fua)
+            throws IOException
+        {
+            SourceGroup.this.write(index, offset, src, length, fua, 0);
+        }
+
+        @Override
+        public void flush() throws IOException
+        {
+            SourceGroup.this.flush(index);
+        }
+
+        @Override
+        public void trim(final long offset, final long length)
+        {
+            // Advisory in NBD: the data stays as it was, so there is nothing to replicate.
+        }
+
+        @Override
+        public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
+        {
+            // Replicated as ordinary records of zeros, a region at a time, so order and recovery stay the same.
+            long at = offset;
+            final long end = offset + length;
+            while (at < end)
+            {
+                final int n = (int)Math.min(end - at, zeros.capacity());
+                final ByteBuffer z = zeros.duplicate();
+                SourceGroup.this.write(index, at, z, n, false, 0);
+                at += n;
+            }
+            if (fua)
+            {
+                SourceGroup.this.flush(index);
+            }
+        }
+    }
+}
