@@ -200,6 +200,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         {
             nextHousekeepingNs = nowNs + HOUSEKEEPING_INTERVAL_NS;
             cnc.heartbeat(System.currentTimeMillis());
+            groups.housekeeping();
             if (nowNs >= nextBitmapForceNs)
             {
                 nextBitmapForceNs = nowNs + ctx.bitmapForceIntervalNs();
@@ -671,6 +672,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         s.put("inbound", sessions);
         s.put("nbd_socket", groups.nbdSocket());
         s.put("groups", groups.summary());
+        s.put("local_exports", groups.localExports());
         s.put("jvm", ManagementFactory.getRuntimeMXBean().getVmName() + " " + Runtime.version());
         return s;
     }

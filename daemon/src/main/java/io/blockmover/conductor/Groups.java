@@ -14,6 +14,7 @@ import io.blockmover.ErrorCode;
 import io.blockmover.control.ControlServer;
 import io.blockmover.frontend.nbd.ExportRegistry;
 import io.blockmover.frontend.nbd.NbdServer;
+import io.blockmover.frontend.nbd.VolumeExport;
 import io.blockmover.io.Volume;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.group.GroupConfig;
@@ -34,6 +35,7 @@ final class Groups implements AutoCloseable
     private final Map<String, SourceGroupHandle> sources = new TreeMap<>();
     private final Map<String, DestinationGroupHandle> destinations = new TreeMap<>();
     private final List<SourceGroupHandle> pending = new ArrayList<>();
+    private final List<Volume> localVolumes = new ArrayList<>();
 
     Groups(final Conductor conductor)
     {
@@ -49,6 +51,27 @@ final class Groups implements AutoCloseable
         else
         {
             nbd = null;
+        }
+        for (final Map.Entry<String, Path> local : conductor.ctx().localExports().entrySet())
+        {
+            if (nbd == null)
+            {
+                throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "nbd.export." + local.getKey() + " needs " +
+                    "nbd.socket or nbd.listen");
+            }
+            final Volume volume;
+            try
+            {
+                volume = Volume.open(local.getValue(), true);
+            }
+            catch (final BlockmoverException ex)
+            {
+                close();
+                throw new BlockmoverException(ex.code(), "nbd.export." + local.getKey() + ": " + ex.getMessage(), ex);
+            }
+            localVolumes.add(volume);
+            exports.add(new VolumeExport(local.getKey(), volume, false));
+            conductor.log("NBD export " + local.getKey() + " serves " + local.getValue() + " (not replicated)");
         }
         for (final GroupConfig config : store.loadAll())
         {
@@ -158,6 +181,14 @@ final class Groups implements AutoCloseable
         for (final SourceGroupHandle handle : sources.values())
         {
             handle.forceBitmaps();
+        }
+    }
+
+    void housekeeping()
+    {
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            handle.reclaimLogSpace();
         }
     }
 
@@ -524,6 +555,17 @@ final class Groups implements AutoCloseable
         return list;
     }
 
+    List<Map<String, Object>> localExports()
+    {
+        final List<Map<String, Object>> list = new ArrayList<>();
+        for (final Map.Entry<String, Path> local : conductor.ctx().localExports().entrySet())
+        {
+            list.add(Map.of("name", local.getKey(), "path", local.getValue().toString(), "nbd_uri",
+                nbdUri(local.getKey())));
+        }
+        return list;
+    }
+
     String nbdSocket()
     {
         return nbd == null || nbd.unixSocket() == null ? null : nbd.unixSocket().toString();
@@ -547,6 +589,10 @@ final class Groups implements AutoCloseable
         for (final DestinationGroupHandle handle : destinations.values())
         {
             handle.close();
+        }
+        for (final Volume volume : localVolumes)
+        {
+            volume.close();
         }
     }
 }

@@ -371,6 +371,17 @@ final class SourceGroupHandle
         }
     }
 
+    /**
+     * Housekeeping: make log space the partner has released reusable (a flush, kept off the data path).
+     */
+    void reclaimLogSpace()
+    {
+        if (group != null)
+        {
+            group.reclaimLogSpace();
+        }
+    }
+
     GroupState state()
     {
         if (group == null)

@@ -35,6 +35,8 @@ public final class Configuration
     public static final String NBD_LISTEN = "nbd.listen";
     public static final String NBD_WORKERS = "nbd.workers";
     public static final String GROUP_LOG_SIZE = "group.log.size";
+    /** nbd.export.NAME = PATH: a volume served over NBD without replication (a baseline, or a scratch disk). */
+    public static final String NBD_EXPORT_PREFIX = "nbd.export.";
 
     public static final String PEER_PREFIX = "peer.";
     public static final String PEER_ADDRESS = "address";

@@ -86,6 +86,7 @@ public final class Context
     private InetSocketAddress nbdListen;
     private int nbdWorkers;
     private long groupLogSize;
+    private final Map<String, Path> localExports = new TreeMap<>();
     private long flushIntervalNs;
 
     private Context()
@@ -138,7 +139,8 @@ public final class Context
         final List<String> problems = new ArrayList<>();
         for (final String name : raw.keySet())
         {
-            if (!Configuration.isKnown(name) && !name.startsWith(PEER_PREFIX))
+            if (!Configuration.isKnown(name) && !name.startsWith(PEER_PREFIX) &&
+                !name.startsWith(Configuration.NBD_EXPORT_PREFIX))
             {
                 problems.add("unknown property '" + name + "' (see blockmoverd --help for the list)");
             }
@@ -217,6 +219,22 @@ public final class Context
             problems.add(NBD_WORKERS + " " + nbdWorkers + " is not in 1..64");
         }
         groupLogSize = size(GROUP_LOG_SIZE, problems);
+        for (final Map.Entry<String, String> entry : new TreeMap<>(raw).entrySet())
+        {
+            if (entry.getKey().startsWith(Configuration.NBD_EXPORT_PREFIX))
+            {
+                final String exportName = entry.getKey().substring(Configuration.NBD_EXPORT_PREFIX.length());
+                if (!exportName.matches("[A-Za-z0-9][A-Za-z0-9_.-]*"))
+                {
+                    problems.add("property '" + entry.getKey() + "': an export name is letters, digits, '.', '_', '-'");
+                }
+                else
+                {
+                    localExports.put(exportName, Path.of(entry.getValue().trim()));
+                    effective.put(entry.getKey(), entry.getValue().trim());
+                }
+            }
+        }
         flushBytes = size(FLUSH_BYTES, problems);
         if (flushBytes < chunkLength || flushBytes > (1L << 40))
         {
@@ -589,6 +607,14 @@ public final class Context
     public int nbdWorkers()
     {
         return nbdWorkers;
+    }
+
+    /**
+     * @return volumes exported over NBD without replication (nbd.export.NAME = PATH), by export name.
+     */
+    public Map<String, Path> localExports()
+    {
+        return localExports;
     }
 
     public long groupLogSize()

@@ -124,8 +124,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 work++;
             }
             final long nowNs = clock.nanoTime();
-            if (unforcedBytes > 0 &&
-                (work == 0 || unforcedBytes >= forceBytes || nowNs - firstUnforcedNs >= forceIntervalNs))
+            // Never force just because the log ran dry: at QD1 that is a volume flush per record, competing
+            // for the disk with the receiver's log forces that sync writes wait for.
+            if (unforcedBytes > 0 && (unforcedBytes >= forceBytes || nowNs - firstUnforcedNs >= forceIntervalNs))
             {
                 forceAndRelease();
                 work++;

@@ -228,11 +228,8 @@ public final class Shipper implements Agent
             releaseCursorOnRecord = false;
             released++;
         }
-        if (released > 0)
-        {
-            // Released space becomes reusable once the head is forced.
-            group.forceLog();
-        }
+        // Released space becomes reusable once the head is forced; that costs a flush, so it is done off this
+        // thread (SourceGroup.reclaimLogSpace), not on every DURABLE: a force here held up the next write's ACK.
         return released;
     }
 

@@ -43,6 +43,7 @@ public final class SourceGroup implements AutoCloseable
     /** Log-only flag: the record's bytes reached the local volume (a record without it is replayed at start). */
     public static final int RECORD_WRITTEN = 1 << 16;
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
+    private static final long SPIN_BEFORE_WAIT_NS = TimeUnit.MICROSECONDS.toNanos(50);
 
     private final GroupConfig config;
     private final Volume[] volumes;
@@ -232,6 +233,10 @@ public final class SourceGroup implements AutoCloseable
                 counts.incrementAndGet(r);
             }
             position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+            if (position < 0 && reclaimLogSpace())
+            {
+                position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+            }
             if (position >= 0)
             {
                 lsn = ++lastLsn;
@@ -317,6 +322,22 @@ public final class SourceGroup implements AutoCloseable
         flushes.incrementAndGet();
     }
 
+    /**
+     * Makes log space the partner released reusable, by forcing the log's head. Called from housekeeping and
+     * when an append finds no room; never on the shipper's thread, where a flush would delay acknowledgements.
+     *
+     * @return whether space was reclaimed.
+     */
+    public boolean reclaimLogSpace()
+    {
+        if (log.capacity() - log.usedBytes() <= log.freeBytes())
+        {
+            return false;
+        }
+        forceLog();
+        return true;
+    }
+
     void forceLog()
     {
         forceLock.lock();
@@ -362,6 +383,17 @@ public final class SourceGroup implements AutoCloseable
      */
     private boolean awaitPartner(final long lsn, final boolean durable) throws IOException
     {
+        // The partner usually answers within a few hundred microseconds: spin briefly before paying for a
+        // monitor wait and the wake-up after it.
+        final long spinUntilNs = System.nanoTime() + SPIN_BEFORE_WAIT_NS;
+        while ((durable ? durableLsn : ackedLsn) < lsn)
+        {
+            if (System.nanoTime() > spinUntilNs || !waitsForPartner())
+            {
+                break;
+            }
+            Thread.onSpinWait();
+        }
         if ((durable ? durableLsn : ackedLsn) >= lsn)
         {
             return true;
@@ -409,7 +441,7 @@ public final class SourceGroup implements AutoCloseable
     {
         final long offset = region * config.regionLength;
         final int length = (int)Math.min(config.regionLength, config.volumes.get(vol).size - offset);
-        if (log.freeBytes() < 2L * (length + 128))
+        if (log.freeBytes() < 2L * (length + 128) && (!reclaimLogSpace() || log.freeBytes() < 2L * (length + 128)))
         {
             return false;
         }
