@@ -25,6 +25,7 @@ import io.blockmover.daemon.Context;
         GroupCommand.Status.class,
         GroupCommand.Suspend.class,
         GroupCommand.Resume.class,
+        GroupCommand.Switch.class,
         GroupCommand.Delete.class,
         CommandLine.HelpCommand.class},
     description = {
@@ -265,6 +266,49 @@ final class GroupCommand implements Callable<Integer>
         public Integer call()
         {
             return simple("group-resume", name, "resumed", this);
+        }
+    }
+
+    /**
+     * blockmover group switch.
+     */
+    @Command(name = "switch", mixinStandardHelpOptions = true,
+        description = {
+            "Reverse a group's roles. On the source (planned switch-over): refuse new writes through its NBD",
+            "exports, wait until the partner holds every write durably and has applied it, then the partner",
+            "becomes the source (its volumes are exported there) and this host its destination. Refused during",
+            "the initial sync or while the partner is unreachable. Stop the applications first: their writes",
+            "fail during the switch.",
+            "",
+            "On the destination with --force (failover, the source is lost): this host becomes the source at",
+            "the last write it received; writes the lost source acknowledged but never sent are gone. The old",
+            "source must rejoin as the destination ('blockmover group delete NAME' there), and then receives",
+            "everything."})
+    static final class Switch extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Option(names = "--force", description = "on the destination: take over as source without the old " +
+            "source (failover)")
+        boolean force;
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public Integer call()
+        {
+            final Map<String, Object> status = (Map<String, Object>)call("group-switch",
+                Map.of("name", name, "force", force));
+            if (json)
+            {
+                printJson(status);
+            }
+            else
+            {
+                System.out.println("group " + name + " is now " + status.get("role") + " here (" +
+                    status.get("state") + "), partner " + status.get("peer"));
+            }
+            return 0;
         }
     }
 

@@ -94,6 +94,19 @@ final class DestinationGroupHandle
         return group != null;
     }
 
+    boolean isReceiving()
+    {
+        return receiver != null;
+    }
+
+    /**
+     * @return whether every record held has been applied to the volumes.
+     */
+    boolean isApplied()
+    {
+        return group != null && group.appliedLsn() >= group.log().tailLsn();
+    }
+
     void failed(final String message)
     {
         failure = message;

@@ -206,6 +206,7 @@ final class Groups implements AutoCloseable
             case "group-suspend" -> client.reply(id, suspend(name(args), true));
             case "group-resume" -> client.reply(id, suspend(name(args), false));
             case "group-delete" -> client.reply(id, delete(name(args)));
+            case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")));
             default ->
             {
                 return false;
@@ -409,6 +410,128 @@ final class Groups implements AutoCloseable
         return handle.status();
     }
 
+    Map<String, Object> statusOf(final String name)
+    {
+        return status(name);
+    }
+
+    private void switchRoles(final ControlServer.Client client, final Object id, final String name,
+        final boolean force)
+    {
+        final SourceGroupHandle source = sources.get(name);
+        if (source != null)
+        {
+            if (force)
+            {
+                throw new BlockmoverException(ErrorCode.BAD_REQUEST, "group " + name + " is the source here: " +
+                    "--force is for a failover on the destination; here run 'blockmover group switch " + name + "'");
+            }
+            source.requestSwitch(client, id, conductor.clock().nanoTime());
+            return;
+        }
+        final DestinationGroupHandle destination = destinations.get(name);
+        if (destination == null)
+        {
+            throw noSuchGroup(name);
+        }
+        if (!force)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: run " +
+                "'blockmover group switch " + name + "' on its source, " + destination.config.peer + ", for a " +
+                "planned switch, or add --force here for a failover if " + destination.config.peer + " is lost " +
+                "(writes it acknowledged but did not send are then lost, and it must rejoin as a destination)");
+        }
+        if (destination.isReceiving())
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is receiving from " +
+                destination.config.peer + " right now: the source is alive, so switch there without --force");
+        }
+        if (!destination.isApplied())
+        {
+            throw new BlockmoverException(ErrorCode.BUSY, "group " + name + " is still applying its log: retry in " +
+                "a moment");
+        }
+        final long lsn = destination.heldLsn();
+        becomeSource(destination, swap(destination.config.volumes), true);
+        conductor.log("group " + name + ": FAILOVER, this host is now the source (LSN " + lsn + "); " +
+            destination.config.peer + " must rejoin as a destination ('blockmover group delete " + name + "' there)");
+        client.reply(id, status(name));
+    }
+
+    private static List<GroupConfig.VolumePair> swap(final List<GroupConfig.VolumePair> pairs)
+    {
+        final List<GroupConfig.VolumePair> swapped = new ArrayList<>();
+        for (final GroupConfig.VolumePair pair : pairs)
+        {
+            swapped.add(new GroupConfig.VolumePair(pair.target, pair.source, pair.size));
+        }
+        return swapped;
+    }
+
+    /**
+     * Turns a destination group into a source: same log (its LSNs continue), volumes now exported.
+     *
+     * @param failover whether the old source is lost: then every region is resent to whoever rejoins.
+     */
+    private void becomeSource(final DestinationGroupHandle destination, final List<GroupConfig.VolumePair> pairs,
+        final boolean failover)
+    {
+        final GroupConfig old = destination.config;
+        for (final GroupConfig.VolumePair pair : pairs)
+        {
+            if (pair.source == null || "null".equals(pair.source))
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + old.name + " does not know the " +
+                    "source's volume paths (created by an older blockmoverd): delete and recreate it");
+            }
+        }
+        destinations.remove(old.name);
+        destination.close();
+        final GroupConfig config = new GroupConfig(old.name, GroupConfig.ROLE_SOURCE, old.peer, old.mode,
+            old.blockOnDisconnect, pairs, old.logSize, old.regionLength, old.createdMs);
+        config.initialSyncDone = !failover;
+        SourceGroupHandle.createBitmaps(store.dir(old.name), config, failover);
+        store.save(config);
+        final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
+        sources.put(config.name, handle);
+        try
+        {
+            handle.open(false);
+            register(handle);
+        }
+        catch (final BlockmoverException ex)
+        {
+            handle.failed(ex.getMessage());
+            throw ex;
+        }
+    }
+
+    /**
+     * The partner accepted a planned switch: this source becomes its destination.
+     */
+    void switchedToDestination(final SourceGroupHandle source)
+    {
+        final GroupConfig old = source.config;
+        unregister(source);
+        sources.remove(old.name);
+        source.close();
+        final GroupConfig config = new GroupConfig(old.name, GroupConfig.ROLE_DESTINATION, old.peer, old.mode,
+            old.blockOnDisconnect, swap(old.volumes), old.logSize, old.regionLength, old.createdMs);
+        config.initialSyncDone = true;
+        store.save(config);
+        final DestinationGroupHandle handle = new DestinationGroupHandle(conductor, store, config);
+        destinations.put(config.name, handle);
+        try
+        {
+            handle.open();
+        }
+        catch (final BlockmoverException ex)
+        {
+            handle.failed(ex.getMessage());
+            conductor.error("group " + old.name + " cannot open as a destination after the switch: " + ex.getMessage());
+        }
+    }
+
     private Map<String, Object> delete(final String name)
     {
         final SourceGroupHandle source = sources.remove(name);
@@ -455,13 +578,19 @@ final class Groups implements AutoCloseable
         if (sources.containsKey(name))
         {
             throw new BlockmoverException(ErrorCode.GROUP_EXISTS, "group " + name + " is a source on " +
-                conductor.ctx().nodeName() + ", not a destination: both sides cannot be sources");
+                conductor.ctx().nodeName() + " (after a switch or a failover), so " + peer + " cannot be its source " +
+                "too: if " + conductor.ctx().nodeName() + " should be the source, run 'blockmover group delete " +
+                name + "' on " + peer + " and it rejoins as the destination (everything is resent)");
+        }
+        if (Boolean.TRUE.equals(open.get("switch")))
+        {
+            return acceptSwitch(peer, sessionId, name, open, channel);
         }
         final List<GroupConfig.VolumePair> pairs = new ArrayList<>();
         for (final Object o : (List<Object>)open.get("volumes"))
         {
             final Map<String, Object> v = (Map<String, Object>)o;
-            pairs.add(new GroupConfig.VolumePair(null, String.valueOf(v.get("target")),
+            pairs.add(new GroupConfig.VolumePair((String)v.get("source"), String.valueOf(v.get("target")),
                 ((Number)v.get("size")).longValue()));
         }
         final int regionLength = ((Number)open.get("region_length")).intValue();
@@ -538,6 +667,53 @@ final class Groups implements AutoCloseable
         }
         final FrameConnection connection = channel.connection();
         handle.startSession(connection, sessionId);
+        return opened;
+    }
+
+    /**
+     * The source asks this destination to take over as source: everything must be here and applied.
+     */
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> acceptSwitch(final String peer, final int sessionId, final String name,
+        final Map<String, Object> open, final ControlChannel channel)
+    {
+        final DestinationGroupHandle destination = destinations.get(name);
+        if (destination == null || !destination.config.peer.equals(peer) || !destination.isOpen())
+        {
+            throw new BlockmoverException(ErrorCode.NO_SUCH_GROUP, "no destination group " + name + " of " + peer +
+                " on " + conductor.ctx().nodeName());
+        }
+        final long last = ((Number)open.get("last_lsn")).longValue();
+        if (destination.heldLsn() != last)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, conductor.ctx().nodeName() + " holds LSN " +
+                destination.heldLsn() + " of group " + name + ", the source is at " + last + ": not in sync");
+        }
+        if (!destination.isApplied())
+        {
+            throw new BlockmoverException(ErrorCode.BUSY, "still applying the log");
+        }
+        final List<GroupConfig.VolumePair> pairs = new ArrayList<>();
+        for (final Object o : (List<Object>)open.get("volumes"))
+        {
+            final Map<String, Object> v = (Map<String, Object>)o;
+            pairs.add(new GroupConfig.VolumePair((String)v.get("target"), (String)v.get("source"),
+                ((Number)v.get("size")).longValue()));
+        }
+        becomeSource(destination, pairs, false);
+        conductor.log("group " + name + " switched: this host is now its source (LSN " + last + ")");
+        final Map<String, Object> opened = new LinkedHashMap<>();
+        opened.put("switched", true);
+        try
+        {
+            channel.sendJson(FrameType.OPENED, sessionId, opened);
+        }
+        catch (final java.io.IOException ex)
+        {
+            conductor.log("group " + name + ": the old source did not hear the switch (" + ex.getMessage() + "); it " +
+                "stays a source until deleted there");
+        }
+        channel.connection().close();
         return opened;
     }
 

@@ -15,6 +15,7 @@ import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 import io.blockmover.control.ControlServer;
 import io.blockmover.io.Volume;
+import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.rdma.verbs.RdmaException;
 import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupState;
@@ -55,6 +56,11 @@ final class SourceGroupHandle
     private long sessions;
     private ControlServer.Client pendingClient;
     private Object pendingId;
+    private ControlServer.Client switchClient;
+    private Object switchId;
+    private long switchDeadlineNs;
+    private long switchRetryNs;
+    private PeerDialer switchDialer;
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -125,6 +131,27 @@ final class SourceGroupHandle
         AgentRunner.startOnThread(resyncRunner);
     }
 
+    /**
+     * Writes the bitmaps of a group that becomes a source after a switch: clean, since both sides hold the same
+     * data, or all dirty after a failover, since the old source may hold writes never sent.
+     */
+    static void createBitmaps(final Path dir, final GroupConfig config, final boolean dirty)
+    {
+        for (int i = 0; i < config.volumes.size(); i++)
+        {
+            final long regions = (config.volumes.get(i).size + config.regionLength - 1) / config.regionLength;
+            try (DirtyBitmap bitmap = DirtyBitmap.createAllDirty(dir.resolve("bitmap." + i), regions,
+                config.regionLength))
+            {
+                if (!dirty)
+                {
+                    bitmap.bits().clearAll();
+                }
+                bitmap.force();
+            }
+        }
+    }
+
     private static void closeQuietly(final Volume[] volumes, final RecordLog log)
     {
         for (final Volume v : volumes)
@@ -155,7 +182,7 @@ final class SourceGroupHandle
 
     boolean isHandshaking()
     {
-        return dialer.isActive();
+        return dialer.isActive() || switchDialer != null;
     }
 
     void failed(final String message)
@@ -168,6 +195,10 @@ final class SourceGroupHandle
         if (group == null || config.suspended)
         {
             return 0;
+        }
+        if (switchClient != null)
+        {
+            return doSwitch(nowNs);
         }
         if (shipper != null)
         {
@@ -194,7 +225,7 @@ final class SourceGroupHandle
         final List<Map<String, Object>> vols = new ArrayList<>();
         for (final GroupConfig.VolumePair pair : config.volumes)
         {
-            vols.add(Map.of("target", pair.target, "size", pair.size));
+            vols.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
         }
         open.put("volumes", vols);
         open.put("log_size", config.logSize);
@@ -320,6 +351,137 @@ final class SourceGroupHandle
             shipper = null;
         }
         dialer.close();
+    }
+
+    /**
+     * Starts a planned role switch: refuse new writes, wait until the partner holds everything durably, ask it
+     * to become the source, then become its destination. Answered when done or failed.
+     */
+    void requestSwitch(final ControlServer.Client client, final Object id, final long nowNs)
+    {
+        if (switchClient != null)
+        {
+            throw new BlockmoverException(ErrorCode.BUSY, "group " + config.name + " is already switching");
+        }
+        if (!config.initialSyncDone)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is still in its " +
+                "initial sync: switch once 'blockmover group status " + config.name + "' says replicating");
+        }
+        if (config.suspended || shipper == null || !group.isLinked())
+        {
+            throw new BlockmoverException(ErrorCode.PEER_UNREACHABLE, "group " + config.name + " is not linked to " +
+                config.peer + " (" + state().label() + "): a planned switch needs both hosts; if this host is lost, " +
+                "run 'blockmover group switch " + config.name + " --force' on " + config.peer + " (a failover)");
+        }
+        group.freeze(true);
+        switchClient = client;
+        switchId = id;
+        switchDeadlineNs = nowNs + conductor.ctx().connectTimeoutNs() * 6;
+        conductor.log("group " + config.name + ": switching roles with " + config.peer + ", writes refused while " +
+            "it drains");
+    }
+
+    private int doSwitch(final long nowNs)
+    {
+        if (nowNs > switchDeadlineNs)
+        {
+            abortSwitch(ErrorCode.PEER_UNREACHABLE, "the switch did not complete in time (" +
+                (switchDialer == null ? "the partner did not catch up" : "the partner did not answer") + ")");
+            return 1;
+        }
+        if (switchDialer == null)
+        {
+            if (shipper == null || !shipper.status().isRunning())
+            {
+                abortSwitch(ErrorCode.PEER_UNREACHABLE, "the link to " + config.peer + " broke while draining");
+                return 1;
+            }
+            if (!group.isInSync() || group.hasWritesInFlight() || nowNs < switchRetryNs)
+            {
+                return 0;
+            }
+            closeSession();
+            switchDialer = new PeerDialer(conductor, config.peer);
+            switchRetryNs = 0;
+        }
+        if (!switchDialer.isActive() && !switchDialer.isOpened())
+        {
+            if (nowNs < switchRetryNs)
+            {
+                return 0;
+            }
+            final Map<String, Object> open = new LinkedHashMap<>();
+            open.put("group", config.name);
+            open.put("switch", true);
+            open.put("last_lsn", group.publishedLsn());
+            final List<Map<String, Object>> vols = new ArrayList<>();
+            for (final GroupConfig.VolumePair pair : config.volumes)
+            {
+                vols.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
+            }
+            open.put("volumes", vols);
+            try
+            {
+                switchDialer.start(open, nowNs);
+            }
+            catch (final IOException | RdmaException | BlockmoverException ex)
+            {
+                abortSwitch(ErrorCode.PEER_UNREACHABLE, "cannot reach " + config.peer + ": " + ex.getMessage());
+            }
+            return 1;
+        }
+        try
+        {
+            final int work = switchDialer.doWork(nowNs);
+            if (switchDialer.isOpened())
+            {
+                switchDialer.close();
+                final ControlServer.Client client = switchClient;
+                final Object id = switchId;
+                switchClient = null;
+                switchDialer = null;
+                final long lsn = group.publishedLsn();
+                conductor.groups().switchedToDestination(this);
+                conductor.log("group " + config.name + " switched: " + config.peer + " is now its source (LSN " +
+                    lsn + ")");
+                client.reply(id, conductor.groups().statusOf(config.name));
+            }
+            return work;
+        }
+        catch (final PeerRefusal ex)
+        {
+            switchDialer.close();
+            if (ex.code() == ErrorCode.BUSY)
+            {
+                // The partner is still applying its log: ask again shortly.
+                switchRetryNs = nowNs + 200_000_000L;
+                return 1;
+            }
+            abortSwitch(ex.code(), ex.getMessage());
+        }
+        catch (final IOException ex)
+        {
+            switchDialer.close();
+            abortSwitch(ErrorCode.PEER_UNREACHABLE, config.peer + ": " + ex.getMessage());
+        }
+        return 1;
+    }
+
+    private void abortSwitch(final ErrorCode code, final String message)
+    {
+        if (switchDialer != null)
+        {
+            switchDialer.close();
+            switchDialer = null;
+        }
+        group.freeze(false);
+        final ControlServer.Client client = switchClient;
+        switchClient = null;
+        retryAtNs = 0;
+        conductor.log("group " + config.name + ": switch abandoned, still the source: " + message);
+        client.error(switchId, code, "switch abandoned, " + conductor.ctx().nodeName() + " is still the source: " +
+            message);
     }
 
     void suspend()

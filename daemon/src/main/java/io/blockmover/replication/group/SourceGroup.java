@@ -70,6 +70,7 @@ public final class SourceGroup implements AutoCloseable
     private volatile boolean partnerCurrent;
     private volatile boolean suspended;
     private volatile boolean closed;
+    private volatile boolean frozen;
     private volatile boolean bitmapsTouched;
     private volatile Runnable shipperWakeup = () -> { };
     private volatile long caughtUpMs = System.currentTimeMillis();
@@ -224,6 +225,12 @@ public final class SourceGroup implements AutoCloseable
         appendLock.lock();
         try
         {
+            if (frozen)
+            {
+                // Checked under the append lock: once freeze() returns, no write can append any more.
+                throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name +
+                    " is switching roles: its source moves to " + config.peer);
+            }
             while (fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion)
             {
                 fenceLifted.awaitUninterruptibly();
@@ -566,7 +573,7 @@ public final class SourceGroup implements AutoCloseable
         return flushWantedLsn;
     }
 
-    long publishedLsn()
+    public long publishedLsn()
     {
         return publishedLsn;
     }
@@ -603,6 +610,50 @@ public final class SourceGroup implements AutoCloseable
         {
             progress.notifyAll();
         }
+    }
+
+    /**
+     * Refuses new writes (a role switch is draining the group), or accepts them again.
+     *
+     * @param value whether writes are refused.
+     */
+    public void freeze(final boolean value)
+    {
+        appendLock.lock();
+        try
+        {
+            frozen = value;
+        }
+        finally
+        {
+            appendLock.unlock();
+        }
+    }
+
+    /**
+     * @return whether a write is between its append and the end of its local volume write.
+     */
+    public boolean hasWritesInFlight()
+    {
+        for (final AtomicIntegerArray counts : inflight)
+        {
+            for (int i = 0; i < counts.length(); i++)
+            {
+                if (counts.get(i) != 0)
+                {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /**
+     * @return whether the partner holds durably every write and every region: safe to switch roles.
+     */
+    public boolean isInSync()
+    {
+        return linked && durableLsn >= publishedLsn && dirtyRegions() == 0;
     }
 
     long caughtUpMs()
