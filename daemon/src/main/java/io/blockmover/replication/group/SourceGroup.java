@@ -6,8 +6,6 @@ import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
 
 import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
@@ -51,9 +49,10 @@ public final class SourceGroup implements AutoCloseable
     private final RecordLog log;
     private final ReplicatedExport[] exports;
     private final AtomicIntegerArray[] inflight;
-    private final ReentrantLock appendLock = new ReentrantLock();
-    private final Condition fenceLifted = appendLock.newCondition();
-    private final ReentrantLock forceLock = new ReentrantLock();
+    // Monitors, not ReentrantLocks: a contended ReentrantLock allocates a queue node, and the write path must not
+    // allocate.
+    private final Object appendLock = new Object();
+    private final Object forceLock = new Object();
     private final Object progress = new Object();
     private final ByteBuffer zeros;
 
@@ -222,8 +221,7 @@ public final class SourceGroup implements AutoCloseable
         final AtomicIntegerArray counts = inflight[vol];
         long lsn = -1;
         long position = -1;
-        appendLock.lock();
-        try
+        synchronized (appendLock)
         {
             if (frozen)
             {
@@ -233,7 +231,7 @@ public final class SourceGroup implements AutoCloseable
             }
             while (fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion)
             {
-                fenceLifted.awaitUninterruptibly();
+                awaitFenceLifted();
             }
             for (int r = firstRegion; r <= lastRegion; r++)
             {
@@ -260,10 +258,6 @@ public final class SourceGroup implements AutoCloseable
                 bitmapsTouched = true;
                 untrackedByLog.incrementAndGet();
             }
-        }
-        finally
-        {
-            appendLock.unlock();
         }
         if (lsn > 0)
         {
@@ -345,16 +339,24 @@ public final class SourceGroup implements AutoCloseable
         return true;
     }
 
-    void forceLog()
+    private void awaitFenceLifted() throws NbdErrorException
     {
-        forceLock.lock();
         try
         {
-            log.force();
+            appendLock.wait();
         }
-        finally
+        catch (final InterruptedException ex)
         {
-            forceLock.unlock();
+            Thread.currentThread().interrupt();
+            throw new NbdErrorException(NbdProtocol.NBD_EIO, "interrupted");
+        }
+    }
+
+    void forceLog()
+    {
+        synchronized (forceLock)
+        {
+            log.force();
         }
     }
 
@@ -452,15 +454,10 @@ public final class SourceGroup implements AutoCloseable
         {
             return false;
         }
-        appendLock.lock();
-        try
+        synchronized (appendLock)
         {
             fencedVolume = vol;
             fencedRegion = region;
-        }
-        finally
-        {
-            appendLock.unlock();
         }
         boolean appended = false;
         try
@@ -470,8 +467,7 @@ public final class SourceGroup implements AutoCloseable
                 Thread.onSpinWait();
             }
             volumes[vol].read(offset, buffer, length);
-            appendLock.lock();
-            try
+            synchronized (appendLock)
             {
                 final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN, buffer,
                     0, length);
@@ -482,23 +478,14 @@ public final class SourceGroup implements AutoCloseable
                     appended = true;
                 }
             }
-            finally
-            {
-                appendLock.unlock();
-            }
         }
         finally
         {
-            appendLock.lock();
-            try
+            synchronized (appendLock)
             {
                 fencedVolume = -1;
                 fencedRegion = -1;
-                fenceLifted.signalAll();
-            }
-            finally
-            {
-                appendLock.unlock();
+                appendLock.notifyAll();
             }
         }
         if (appended)
@@ -619,14 +606,9 @@ public final class SourceGroup implements AutoCloseable
      */
     public void freeze(final boolean value)
     {
-        appendLock.lock();
-        try
+        synchronized (appendLock)
         {
             frozen = value;
-        }
-        finally
-        {
-            appendLock.unlock();
         }
     }
 
@@ -669,8 +651,7 @@ public final class SourceGroup implements AutoCloseable
      */
     public void restartFrom(final long partnerLsn)
     {
-        appendLock.lock();
-        try
+        synchronized (appendLock)
         {
             for (final DirtyBitmap b : bitmaps)
             {
@@ -680,10 +661,6 @@ public final class SourceGroup implements AutoCloseable
             lastLsn = Math.max(lastLsn, partnerLsn);
             log.reset(lastLsn + 1);
             publishedLsn = lastLsn;
-        }
-        finally
-        {
-            appendLock.unlock();
         }
         synchronized (progress)
         {

@@ -1,0 +1,259 @@
+package io.blockmover.replication.group;
+
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.agrona.BufferUtil;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.buffer.Slab;
+import io.blockmover.frontend.nbd.NbdErrorException;
+import io.blockmover.frontend.nbd.NbdExport;
+import io.blockmover.io.Volume;
+import io.blockmover.replication.log.RecordLog;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The source side of a group against real files: a real O_DIRECT volume, a real record log and bitmaps. The
+ * partner is played by calling the methods the shipper calls.
+ */
+class SourceGroupTest
+{
+    private static final int REGION = 64 * 1024;
+    private static final long VOLUME_SIZE = 4L * 1024 * 1024;
+
+    @TempDir
+    Path dir;
+
+    private SourceGroup group;
+    private final ByteBuffer buffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+
+    @AfterEach
+    void close()
+    {
+        if (group != null)
+        {
+            group.close();
+        }
+    }
+
+    private SourceGroup open(final GroupMode mode, final long logSize) throws IOException
+    {
+        final Path volumeFile = dir.resolve("volume.img");
+        if (!Files.exists(volumeFile))
+        {
+            Files.write(volumeFile, new byte[(int)VOLUME_SIZE]);
+        }
+        final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_SOURCE, "peer", mode, false,
+            List.of(new GroupConfig.VolumePair(volumeFile.toString(), "/dst", VOLUME_SIZE)), logSize, REGION, 0);
+        final RecordLog log = RecordLog.open(dir.resolve("log"), logSize, REGION);
+        if (log.headLsn() == RecordLog.NULL_LSN)
+        {
+            log.reset(1);
+        }
+        final SourceGroup g = new SourceGroup(config, dir, new Volume[] {Volume.open(volumeFile, true)}, log, false);
+        g.dirty(0).clearAll();
+        return g;
+    }
+
+    private ByteBuffer pattern(final int seed, final int length)
+    {
+        buffer.clear();
+        for (int i = 0; i < length; i++)
+        {
+            buffer.put(i, (byte)(seed * 31 + i));
+        }
+        return buffer;
+    }
+
+    private byte[] fileBytes(final long offset, final int length) throws IOException
+    {
+        final byte[] all = Files.readAllBytes(dir.resolve("volume.img"));
+        final byte[] part = new byte[length];
+        System.arraycopy(all, (int)offset, part, 0, length);
+        return part;
+    }
+
+    private static byte[] bytes(final ByteBuffer buffer, final int length)
+    {
+        final byte[] b = new byte[length];
+        buffer.duplicate().clear().get(b, 0, length);
+        return b;
+    }
+
+    @Test
+    void shouldLogEveryWriteInLsnOrderAndWriteTheVolume() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        for (int i = 0; i < 5; i++)
+        {
+            export.write(i * 8192L, pattern(i, 4096), 4096, false);
+        }
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        for (int i = 0; i < 5; i++)
+        {
+            assertTrue(cursor.next());
+            assertEquals(i + 1, cursor.lsn());
+            assertEquals(i * 8192L, cursor.offset());
+            assertTrue(cursor.verifyPayload());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "marked written once on the volume");
+            assertArrayEquals(bytes(pattern(i, 4096), 4096), fileBytes(i * 8192L, 4096));
+        }
+        assertFalse(cursor.next());
+        assertEquals("g/volume.img", export.name());
+    }
+
+    @Test
+    void shouldTrackWritesInTheBitmapOnceTheLogIsFullAndNeverLoseThem() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        int i = 0;
+        while (group.untrackedByLog.get() == 0)
+        {
+            export.write((i % 64) * (long)REGION, pattern(i, 4096), 4096, false);
+            i++;
+        }
+        final long overflowRegion = ((i - 1) % 64);
+        assertTrue(group.dirty(0).get(overflowRegion), "the region of the write the log could not take is dirty");
+        assertArrayEquals(bytes(pattern(i - 1, 4096), 4096), fileBytes(overflowRegion * REGION, 4096),
+            "the write itself still reached the volume");
+        assertTrue(group.rpoBytes() >= group.log().usedBytes() + REGION);
+    }
+
+    @Test
+    void shouldResendADirtyRegionAsOneRecordAndClearItsBit() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        group.export(0).write(2L * REGION + 4096, pattern(7, 4096), 4096, false);
+        group.dirty(0).set(2);
+        final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        assertTrue(group.resyncRegion(0, 2, regionBuffer));
+        assertFalse(group.dirty(0).get(2));
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        assertTrue(cursor.next());
+        assertTrue(cursor.next());
+        assertEquals(2, cursor.lsn());
+        assertEquals(2L * REGION, cursor.offset());
+        assertEquals(REGION, cursor.length());
+        assertTrue((cursor.flags() & SourceGroup.RECORD_RESYNC) != 0);
+        final byte[] logged = new byte[REGION];
+        cursor.payload().get(logged);
+        assertArrayEquals(fileBytes(2L * REGION, REGION), logged, "the record holds the region as it is now");
+    }
+
+    @Test
+    void shouldReplayALoggedWriteWhoseVolumeWriteMayNotHaveHappened() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        // A record appended as the front end does, but the daemon died before writing the volume.
+        final long position = group.log().tryAppend(1, 0, 12288, 0, pattern(3, 4096), 0, 4096);
+        assertTrue(position >= 0);
+        group.close();
+        group = null;
+        assertArrayEquals(new byte[4096], fileBytes(12288, 4096));
+        group = open(GroupMode.ASYNC, 1L << 20);
+        assertEquals(1, group.replayUnwritten());
+        assertArrayEquals(bytes(pattern(3, 4096), 4096), fileBytes(12288, 4096));
+        assertEquals(0, group.replayUnwritten(), "replayed once, then marked written");
+    }
+
+    @Test
+    void shouldMakeSyncWritesWaitForThePartnerOnlyWhileItIsCurrent() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        export.write(0, pattern(1, 4096), 4096, false);
+        group.linked(() -> { });
+        group.partnerProgress(1, 1);
+        group.updateCurrent(1L << 30);
+        assertTrue(group.isPartnerCurrent());
+
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final ByteBuffer own = BufferUtil.allocateDirectAligned(4096, Slab.ALIGNMENT);
+        final Thread writer = new Thread(() ->
+        {
+            try
+            {
+                export.write(4096, own, 4096, false);
+            }
+            catch (final Throwable t)
+            {
+                failure.set(t);
+            }
+        });
+        writer.start();
+        writer.join(300);
+        assertTrue(writer.isAlive(), "a sync write waits for the partner's ACK");
+        group.partnerProgress(2, 1);
+        writer.join(TimeUnit.SECONDS.toMillis(5));
+        assertFalse(writer.isAlive(), "the ACK released it");
+
+        final Thread degraded = new Thread(() ->
+        {
+            try
+            {
+                export.write(8192, own, 4096, false);
+            }
+            catch (final Throwable t)
+            {
+                failure.set(t);
+            }
+        });
+        group.unlinked();
+        degraded.start();
+        degraded.join(TimeUnit.SECONDS.toMillis(5));
+        assertFalse(degraded.isAlive(), "with the partner gone, writes go on (tracked by the log)");
+        assertEquals(null, failure.get());
+    }
+
+    @Test
+    void shouldRefuseWritesWhileFrozenForASwitch() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        group.freeze(true);
+        final NbdErrorException ex = assertThrows(NbdErrorException.class,
+            () -> group.export(0).write(0, pattern(1, 4096), 4096, false));
+        assertTrue(ex.getMessage().contains("switching roles"), ex.getMessage());
+        assertEquals(0, group.log().usedBytes(), "nothing was logged");
+        group.freeze(false);
+        group.export(0).write(0, pattern(1, 4096), 4096, false);
+    }
+
+    @Test
+    void shouldNotAllocateOnTheWritePath() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 64L << 20);
+        final NbdExport export = group.export(0);
+        final ByteBuffer data = pattern(5, 4096);
+        final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
+        for (int i = 0; i < 2_000; i++)
+        {
+            export.write((i % 1024) * 4096L, data, 4096, false);
+        }
+        final long before = threads.getCurrentThreadAllocatedBytes();
+        for (int i = 0; i < 5_000; i++)
+        {
+            export.write((i % 1024) * 4096L, data, 4096, false);
+        }
+        final long allocated = threads.getCurrentThreadAllocatedBytes() - before;
+        assertTrue(allocated < 5_000, "allocated " + allocated + " bytes over 5000 writes");
+    }
+}
