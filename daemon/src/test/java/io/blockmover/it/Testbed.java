@@ -79,6 +79,14 @@ final class Testbed implements AutoCloseable
         return Path.of(sites.get(site).get("counters"));
     }
 
+    /**
+     * @return the site's NBD server socket (the source volumes of its groups are exported there).
+     */
+    Path nbdSocket(final String site)
+    {
+        return Path.of(sites.get(site).get("nbd"));
+    }
+
     String address(final String site)
     {
         return sites.get(site).get("address");
@@ -96,12 +104,18 @@ final class Testbed implements AutoCloseable
     {
         final List<String> command = new ArrayList<>(List.of(script("blockmover"), "--help".equals(args[0]) ?
             "--help" : args[0]));
+        // 'group' has subcommands: the common options belong to the subcommand (group create --socket ...).
+        final int first = "group".equals(args[0]) && args.length > 1 ? 2 : 1;
+        if (first == 2)
+        {
+            command.add(args[1]);
+        }
         if (!"--help".equals(args[0]))
         {
             command.add("--socket");
             command.add(socket(site));
         }
-        for (int i = 1; i < args.length; i++)
+        for (int i = first; i < args.length; i++)
         {
             command.add(args[i]);
         }
@@ -117,6 +131,41 @@ final class Testbed implements AutoCloseable
         try (ControlClient client = ControlClient.connect(Path.of(socket(site))))
         {
             return (Map<String, Object>)client.call("job", Map.of("id", id));
+        }
+    }
+
+    /**
+     * @return 'group status NAME --json' of a site, through the control API in-process.
+     */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> group(final String site, final String name)
+    {
+        try (ControlClient client = ControlClient.connect(Path.of(socket(site))))
+        {
+            return (Map<String, Object>)client.call("group-status", Map.of("name", name));
+        }
+    }
+
+    /**
+     * @return every group of a site ('group status --json' without a name).
+     */
+    @SuppressWarnings("unchecked")
+    List<Map<String, Object>> groups(final String site)
+    {
+        try (ControlClient client = ControlClient.connect(Path.of(socket(site))))
+        {
+            return (List<Map<String, Object>>)client.call("groups", Map.of());
+        }
+    }
+
+    /**
+     * Calls any control operation in-process, e.g. "group-delete" with the group's name.
+     */
+    Object call(final String site, final String op, final Map<String, Object> args)
+    {
+        try (ControlClient client = ControlClient.connect(Path.of(socket(site))))
+        {
+            return client.call(op, args);
         }
     }
 

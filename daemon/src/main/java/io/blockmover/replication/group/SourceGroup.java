@@ -59,6 +59,7 @@ public final class SourceGroup implements AutoCloseable
     // Guarded by appendLock.
     private long lastLsn;
     private int fencedVolume = -1;
+    private int waiters;
     private long fencedRegion = -1;
 
     private volatile long publishedLsn;
@@ -229,9 +230,20 @@ public final class SourceGroup implements AutoCloseable
                 throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name +
                     " is switching roles: its source moves to " + config.peer);
             }
-            while (fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion)
+            // Overlapping writes must reach the volume in LSN order, the order the destination applies them in:
+            // a write waits while its regions are fenced for resync or another write to them is still in flight.
+            while ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
+                anyInFlight(counts, firstRegion, lastRegion))
             {
-                awaitFenceLifted();
+                waiters++;
+                try
+                {
+                    awaitFenceLifted();
+                }
+                finally
+                {
+                    waiters--;
+                }
             }
             for (int r = firstRegion; r <= lastRegion; r++)
             {
@@ -266,6 +278,12 @@ public final class SourceGroup implements AutoCloseable
         try
         {
             volumes[vol].write(offset, src, length);
+            if (position >= 0)
+            {
+                // Flagged before the regions are released: a later overlapping write cannot complete before this
+                // record is marked, so replay after a crash never puts an older write over a newer one.
+                log.markFlag(position, RECORD_WRITTEN);
+            }
         }
         finally
         {
@@ -273,10 +291,14 @@ public final class SourceGroup implements AutoCloseable
             {
                 counts.decrementAndGet(r);
             }
-        }
-        if (position >= 0)
-        {
-            log.markFlag(position, RECORD_WRITTEN);
+            // Under the lock, so a writer between its in-flight check and its wait cannot miss this.
+            synchronized (appendLock)
+            {
+                if (waiters > 0)
+                {
+                    appendLock.notifyAll();
+                }
+            }
         }
         final long writtenNs = System.nanoTime();
         localWriteNs.recordValue(Math.min(writtenNs - startNs, HIGHEST_LATENCY_NS));
@@ -337,6 +359,18 @@ public final class SourceGroup implements AutoCloseable
         }
         forceLog();
         return true;
+    }
+
+    private static boolean anyInFlight(final AtomicIntegerArray counts, final int first, final int last)
+    {
+        for (int r = first; r <= last; r++)
+        {
+            if (counts.get(r) != 0)
+            {
+                return true;
+            }
+        }
+        return false;
     }
 
     private void awaitFenceLifted() throws NbdErrorException
@@ -539,8 +573,11 @@ public final class SourceGroup implements AutoCloseable
      */
     void updateCurrent(final long backlogLimitBytes)
     {
-        final boolean current = linked && !suspended && dirtyRegions() == 0 &&
-            (publishedLsn - ackedLsn) * 4096L < backlogLimitBytes && log.usedBytes() < backlogLimitBytes * 4;
+        // Hysteresis: a partner becomes current once its backlog is short, and stays current while linked and
+        // clean, whatever the load (sync writes wait for it then, so the backlog cannot run away); otherwise a
+        // busy group would flip between waiting and not waiting, and its RPO with it.
+        final boolean clean = linked && !suspended && dirtyRegions() == 0;
+        final boolean current = clean && (partnerCurrent || (publishedLsn - ackedLsn) * 4096L < backlogLimitBytes);
         if (current != partnerCurrent)
         {
             synchronized (progress)

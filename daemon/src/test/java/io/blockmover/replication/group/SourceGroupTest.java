@@ -244,16 +244,18 @@ class SourceGroupTest
         final ByteBuffer data = pattern(5, 4096);
         final com.sun.management.ThreadMXBean threads =
             (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
-        for (int i = 0; i < 2_000; i++)
-        {
-            export.write((i % 1024) * 4096L, data, 4096, false);
-        }
-        final long before = threads.getCurrentThreadAllocatedBytes();
         for (int i = 0; i < 5_000; i++)
         {
             export.write((i % 1024) * 4096L, data, 4096, false);
         }
+        final int writes = 20_000;
+        final long before = threads.getCurrentThreadAllocatedBytes();
+        for (int i = 0; i < writes; i++)
+        {
+            export.write((i % 1024) * 4096L, data, 4096, false);
+        }
         final long allocated = threads.getCurrentThreadAllocatedBytes() - before;
-        assertTrue(allocated < 5_000, "allocated " + allocated + " bytes over 5000 writes");
+        // A few one-off kilobytes (lazy JDK internals) are tolerated; one object per write (16+ bytes) is not.
+        assertTrue(allocated < writes / 2, "allocated " + allocated + " bytes over " + writes + " writes");
     }
 }

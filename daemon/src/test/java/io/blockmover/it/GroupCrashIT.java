@@ -1,0 +1,225 @@
+package io.blockmover.it;
+
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.SplittableRandom;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import static io.blockmover.it.GroupChecks.awaitDestinationSettled;
+import static io.blockmover.it.GroupChecks.awaitReplicated;
+import static io.blockmover.it.GroupChecks.state;
+import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Crash consistency of a group of two volumes under kill -9. A QD1 writer stamps every 4 KiB write with one global
+ * sequence across both volumes (see {@link StampedWriter}); after a crash the destination must hold a prefix of that
+ * sequence (every block the last write to it up to the highest sequence found), a sync destination every write
+ * acknowledged before the crash, and once replication resumes both sides must be byte for byte equal.
+ */
+@Timeout(300)
+class GroupCrashIT
+{
+    private static final long SIZE = 64L * MIB;
+    private static final int BLOCKS = 1024;
+    private static final int FLUSH_EVERY = 16;
+    private static Testbed testbed;
+
+    @BeforeAll
+    static void up()
+    {
+        testbed = Testbed.up("group-crash", "--set", "peer.timeout=3s", "--set", "heartbeat.interval=500ms",
+            "--set", "reconnect.max.interval=1s");
+    }
+
+    @AfterAll
+    static void down()
+    {
+        if (testbed != null)
+        {
+            testbed.close();
+        }
+    }
+
+    private static Path[] files(final String prefix) throws Exception
+    {
+        final Path[] files = new Path[2];
+        for (int i = 0; i < files.length; i++)
+        {
+            files[i] = Volumes.zeros(testbed.dir.resolve(prefix + i + ".img"), SIZE);
+        }
+        return files;
+    }
+
+    private static StampedWriter createGroup(final String name, final String mode, final Path[] sources,
+        final Path[] destinations) throws Exception
+    {
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", mode, "--log-size", "64m",
+            "--volume", sources[0] + "=" + destinations[0], "--volume", sources[1] + "=" + destinations[1]);
+        awaitReplicated(testbed, name, 60);
+        return new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created), BLOCKS, FLUSH_EVERY);
+    }
+
+    private static void writeAWhile(final StampedWriter writer, final SplittableRandom random)
+    {
+        final long target = writer.acked() + 200 + random.nextInt(2000);
+        Testbed.await("the writer to reach seq " + target, 60, () ->
+        {
+            assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
+            return writer.acked() >= target;
+        });
+    }
+
+    private void killTheSourceWhileWriting(final String name, final String mode, final int rounds) throws Exception
+    {
+        final Path[] sources = files(name + "-src");
+        final Path[] destinations = files(name + "-dst");
+        final StampedWriter writer = createGroup(name, mode, sources, destinations);
+        final long seed = System.nanoTime();
+        final SplittableRandom random = new SplittableRandom(seed);
+
+        for (int round = 1; round <= rounds; round++)
+        {
+            final String where = mode + " round " + round + " (seed " + seed + ")";
+            writer.start();
+            writeAWhile(writer, random);
+
+            testbed.kill("site-a");
+            assertNotNull(writer.awaitEnded(30), "the writer kept writing to a killed daemon");
+            awaitDestinationSettled(testbed, name, 30);
+
+            final long k = StampedWriter.assertPrefix("destination after kill -9 of the source, " + where,
+                destinations, BLOCKS);
+            assertTrue(k <= writer.issued(), "the destination holds seq " + k + ", never written: " + where);
+            if ("sync".equals(mode))
+            {
+                assertTrue(k >= writer.acked(), "sync group lost acknowledged writes: acked up to " + writer.acked() +
+                    ", destination holds up to " + k + ", " + where);
+            }
+
+            System.out.printf("%s: kill -9 of the source after seq %d acked, %d issued; destination holds a prefix " +
+                "up to %d%n", where, writer.acked(), writer.issued(), k);
+            testbed.start("site-a");
+            // The control socket exists before the groups are open; an answer means recovery (replay) is done.
+            testbed.group("site-a", name);
+            final long sourceK = StampedWriter.assertPrefix("source after kill -9 and restart, " + where, sources,
+                BLOCKS);
+            assertTrue(sourceK >= writer.acked(), "the source lost acknowledged writes: acked up to " +
+                writer.acked() + ", source holds up to " + sourceK + ", " + where);
+            awaitReplicated(testbed, name, 90);
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+            assertEquals(sourceK, StampedWriter.assertPrefix("destination caught up, " + where, destinations, BLOCKS));
+        }
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldKeepASyncDestinationAPrefixHoldingEveryAcknowledgedWriteWhenTheSourceIsKilled() throws Exception
+    {
+        killTheSourceWhileWriting("kill-src-sync", "sync", 3);
+    }
+
+    @Test
+    void shouldKeepAnAsyncDestinationAPrefixWhenTheSourceIsKilled() throws Exception
+    {
+        killTheSourceWhileWriting("kill-src-async", "async", 1);
+    }
+
+    @Test
+    void shouldShipTheLoggedBacklogAfterTheSourceIsKilledDuringAnOutage() throws Exception
+    {
+        assumeTrue(testbed.isNamespaces(), "cutting the link needs the namespace testbed (root)");
+        final String name = "kill-src-outage";
+        final Path[] sources = files(name + "-src");
+        final Path[] destinations = files(name + "-dst");
+        final StampedWriter writer = createGroup(name, "sync", sources, destinations);
+        writer.start();
+        Testbed.await("some writes", 30, () -> writer.acked() >= 300);
+
+        testbed.link("down");
+        try
+        {
+            Testbed.await("the source to notice the outage", 30,
+                () -> "degraded".equals(state(testbed.group("site-a", name))));
+            final long ackedAtDegraded = writer.acked();
+            Testbed.await("writes acknowledged while degraded", 30, () ->
+            {
+                assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
+                return writer.acked() >= ackedAtDegraded + 1500;
+            });
+            testbed.kill("site-a");
+            assertNotNull(writer.awaitEnded(30), "the writer kept writing to a killed daemon");
+            awaitDestinationSettled(testbed, name, 30);
+        }
+        finally
+        {
+            testbed.link("up");
+        }
+        final long k = StampedWriter.assertPrefix("destination during the outage", destinations, BLOCKS);
+        assertTrue(k < writer.acked(), "the outage did not hold anything back (" + k + ")");
+
+        testbed.start("site-a");
+        testbed.group("site-a", name);
+        assertTrue(StampedWriter.assertPrefix("source after kill -9 and restart", sources, BLOCKS) >= writer.acked());
+        awaitReplicated(testbed, name, 90);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        final Map<String, Object> status = testbed.group("site-a", name);
+        assertEquals(0, GroupChecks.number(status, "regions_resent"), "the log should have held the backlog: " +
+            status);
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldKeepWritingWhenTheDestinationIsKilledAndCatchUpAfterItsRestart() throws Exception
+    {
+        final String name = "kill-dst";
+        final Path[] sources = files(name + "-src");
+        final Path[] destinations = files(name + "-dst");
+        final StampedWriter writer = createGroup(name, "sync", sources, destinations);
+        final long seed = System.nanoTime();
+        final SplittableRandom random = new SplittableRandom(seed);
+
+        for (int round = 1; round <= 2; round++)
+        {
+            final String where = "round " + round + " (seed " + seed + ")";
+            writer.start();
+            writeAWhile(writer, random);
+
+            final long ackedBeforeKill = writer.acked();
+            testbed.kill("site-b");
+            Testbed.await("the source to notice", 30, () -> "degraded".equals(state(testbed.group("site-a", name))));
+            final long ackedAtDegraded = writer.acked();
+            Testbed.await("writes to go on being acknowledged while degraded", 30, () ->
+            {
+                assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
+                return writer.acked() >= ackedAtDegraded + 300;
+            });
+            writer.stop();
+
+            // Suspended, the source sends nothing: what the restarted destination holds is its own recovery alone.
+            testbed.call("site-a", "group-suspend", Map.of("name", name));
+            testbed.start("site-b");
+            awaitDestinationSettled(testbed, name, 30);
+            final long k = StampedWriter.assertPrefix("destination after kill -9 and restart, " + where, destinations,
+                BLOCKS);
+            System.out.printf("%s: kill -9 of the destination after seq %d acked; acked to %d while degraded; " +
+                "restarted destination holds a prefix up to %d%n", where, ackedBeforeKill, writer.acked(), k);
+            assertTrue(k >= ackedBeforeKill, "the destination lost writes it had acknowledged to a sync source: " +
+                "acked up to " + ackedBeforeKill + " before the kill, it holds up to " + k + ", " + where);
+
+            testbed.call("site-a", "group-resume", Map.of("name", name));
+            awaitReplicated(testbed, name, 90);
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+            assertEquals(writer.acked(), StampedWriter.assertPrefix("destination caught up, " + where, destinations,
+                BLOCKS));
+        }
+        GroupChecks.delete(testbed, name);
+    }
+}

@@ -1,0 +1,570 @@
+package io.blockmover.it;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+
+import com.fasterxml.jackson.jr.ob.JSON;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import io.blockmover.frontend.nbd.NbdProtocol;
+
+import static io.blockmover.it.GroupChecks.awaitReplicated;
+import static io.blockmover.it.GroupChecks.lsn;
+import static io.blockmover.it.GroupChecks.number;
+import static io.blockmover.it.GroupChecks.state;
+import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Continuous replication of groups between two real daemons: real NBD clients (qemu-io, qemu-img, nbdinfo, nbdcopy,
+ * fio) writing through the group's exports, both sides byte for byte equal afterwards; an outage absorbed by the log
+ * and one overflowing it into the bitmaps; bad input refused with nothing left behind; malformed NBD traffic that
+ * changes nothing; and groups that survive a restart of both daemons.
+ */
+@Timeout(300)
+class GroupIT
+{
+    private static final long SIZE = 64L * MIB;
+    private static Testbed testbed;
+
+    @BeforeAll
+    static void up()
+    {
+        testbed = Testbed.up("group", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms",
+            "--set", "reconnect.max.interval=1s");
+    }
+
+    @AfterAll
+    static void down()
+    {
+        if (testbed != null)
+        {
+            testbed.close();
+        }
+    }
+
+    private static void assumeTools(final String... tools)
+    {
+        for (final String tool : tools)
+        {
+            boolean found = false;
+            for (final String dir : System.getenv().getOrDefault("PATH", "/usr/bin").split(File.pathSeparator))
+            {
+                found |= Files.isExecutable(Path.of(dir, tool));
+            }
+            assumeTrue(found, tool + " is not installed");
+        }
+    }
+
+    private static Path[] randomFiles(final String prefix, final int count, final long seed) throws IOException
+    {
+        final Path[] files = new Path[count];
+        for (int i = 0; i < count; i++)
+        {
+            files[i] = Volumes.random(testbed.dir.resolve(prefix + i + ".img"), SIZE, seed + i);
+        }
+        return files;
+    }
+
+    private static Path[] zeroFiles(final String prefix, final int count) throws IOException
+    {
+        final Path[] files = new Path[count];
+        for (int i = 0; i < count; i++)
+        {
+            files[i] = Volumes.zeros(testbed.dir.resolve(prefix + i + ".img"), SIZE);
+        }
+        return files;
+    }
+
+    private static String[] volumeOptions(final Path[] sources, final Path[] destinations)
+    {
+        final String[] options = new String[2 * sources.length];
+        for (int i = 0; i < sources.length; i++)
+        {
+            options[2 * i] = "--volume";
+            options[2 * i + 1] = sources[i] + "=" + destinations[i];
+        }
+        return options;
+    }
+
+    private static String[] concat(final String[] a, final String... b)
+    {
+        final String[] all = Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
+    }
+
+    private static Run tool(final String... command)
+    {
+        return Run.of(120, List.of(command)).expect(0);
+    }
+
+    /**
+     * Runs qemu-io commands on a URI; a failed pattern check fails the test whatever qemu-io's exit status.
+     */
+    private static void qemuIo(final String uri, final String... commands)
+    {
+        final List<String> command = new ArrayList<>(List.of("qemu-io", "-f", "raw", uri));
+        for (final String c : commands)
+        {
+            command.add("-c");
+            command.add(c);
+        }
+        final Run run = Run.of(120, command).expect(0);
+        assertTrue(!run.stdout().contains("failed") && !run.stderr().contains("failed"), run.toString());
+    }
+
+    @Test
+    void shouldKeepASyncGroupEqualUnderRealNbdClients() throws Exception
+    {
+        assumeTools("qemu-io", "qemu-img", "nbdinfo", "nbdcopy", "fio");
+        final String name = "interop";
+        final Path[] sources = randomFiles(name + "-src", 2, 21);
+        final Path[] destinations = zeroFiles(name + "-dst", 2);
+        final long errorsA = testbed.counter("site-a", "errors");
+        final long errorsB = testbed.counter("site-b", "errors");
+
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "64m"));
+        assertEquals("sync", created.get("mode"));
+        final String uri0 = GroupChecks.uri(created, 0);
+        final String uri1 = GroupChecks.uri(created, 1);
+        assertEquals("nbd+unix:///" + name + "/" + sources[0].getFileName() + "?socket=" +
+            testbed.nbdSocket("site-a"), uri0);
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+
+        qemuIo(uri0, "write -P 0xab 0 1M", "read -P 0xab 0 1M");
+        awaitReplicated(testbed, name, 60);
+        assertEquals((byte)0xab, Files.readAllBytes(destinations[0])[MIB - 1], "qemu-io's write on the destination");
+
+        // Mostly holes over random data: qemu-img zeroes them (WRITE_ZEROES), which must replicate as zeros.
+        final Path image = Volumes.zeros(testbed.dir.resolve(name + "-image.img"), SIZE);
+        Volumes.patch(image, 3L * MIB + 512, 70_000, (byte)0x33);
+        Volumes.patch(image, 40L * MIB, 2 * MIB, (byte)0x44);
+        Volumes.patch(image, SIZE - 4096, 4096, (byte)0x55);
+        tool("qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", image.toString(), uri1);
+        tool("qemu-img", "compare", "-f", "raw", "-F", "raw", image.toString(), uri1);
+        awaitReplicated(testbed, name, 60);
+        assertNull(Volumes.firstDifference(image, destinations[1], SIZE), "qemu-img's image on the destination");
+
+        final Map<String, Object> info = JSON.std.mapFrom(tool("nbdinfo", "--json", uri0).stdout());
+        @SuppressWarnings("unchecked")
+        final Map<String, Object> export = ((List<Map<String, Object>>)info.get("exports")).get(0);
+        assertEquals(SIZE, number(export, "export-size"), info.toString());
+        assertEquals(Boolean.FALSE, export.get("is_read_only"), info.toString());
+
+        final Path copy = Volumes.random(testbed.dir.resolve(name + "-copy.img"), SIZE, 24);
+        tool("nbdcopy", "--flush", copy.toString(), uri0);
+        awaitReplicated(testbed, name, 60);
+        assertNull(Volumes.firstDifference(copy, destinations[0], SIZE), "nbdcopy's image on the destination");
+
+        tool("fio", "--name=group", "--ioengine=nbd", "--uri=" + uri1, "--rw=randwrite", "--bs=4k",
+            "--iodepth=16", "--size=32m", "--verify=crc32c", "--verify_state_save=0", "--randseed=1234",
+            "--end_fsync=1");
+        final Map<String, Object> status = awaitReplicated(testbed, name, 90);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertTrue(number(status, "writes") >= 32L * MIB / 4096, status.toString());
+        assertEquals(0, number(status, "writes_tracked_by_bitmap"), status.toString());
+        assertEquals(errorsA, testbed.counter("site-a", "errors"), () -> testbed.log("site-a"));
+        assertEquals(errorsB, testbed.counter("site-b", "errors"), () -> testbed.log("site-b"));
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldKeepAnAsyncGroupEqual() throws Exception
+    {
+        assumeTools("qemu-io", "fio");
+        final String name = "async";
+        final Path[] sources = randomFiles(name + "-src", 2, 31);
+        final Path[] destinations = zeroFiles(name + "-dst", 2);
+
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "async", "--log-size", "64m"));
+        assertEquals("async", created.get("mode"));
+        tool("fio", "--name=group", "--ioengine=nbd", "--uri=" + GroupChecks.uri(created, 0), "--rw=randwrite",
+            "--bs=4k", "--iodepth=16", "--size=32m", "--verify=crc32c", "--verify_state_save=0", "--randseed=99");
+        qemuIo(GroupChecks.uri(created, 1), "write -P 0x5a 1M 3M", "read -P 0x5a 1M 3M");
+        awaitReplicated(testbed, name, 90);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldAcknowledgeWritesThroughAnOutageAndResendNoRegionWhenTheLogAbsorbedIt() throws Exception
+    {
+        assumeTrue(testbed.isNamespaces(), "cutting the link needs the namespace testbed (root)");
+        final String name = "outage";
+        final Path[] sources = zeroFiles(name + "-src", 2);
+        final Path[] destinations = zeroFiles(name + "-dst", 2);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "64m"));
+        awaitReplicated(testbed, name, 60);
+        final long resentBefore = number(testbed.group("site-a", name), "regions_resent");
+        final StampedWriter writer = new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created),
+            1024, 64);
+        writer.start();
+        Testbed.await("some writes", 30, () -> writer.acked() >= 500);
+
+        testbed.link("down");
+        try
+        {
+            Testbed.await("the source to notice the outage", 30,
+                () -> "degraded".equals(state(testbed.group("site-a", name))));
+            final long ackedAtDegraded = writer.acked();
+            Testbed.await("writes acknowledged while degraded", 30, () ->
+            {
+                assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
+                return writer.acked() >= ackedAtDegraded + 1000;
+            });
+            final Map<String, Object> down = testbed.group("site-a", name);
+            assertEquals("degraded", state(down), down.toString());
+            assertTrue(number(down, "rpo_bytes") > 0, down.toString());
+            assertEquals(0, number(down, "dirty_regions"), "the log should hold the outage: " + down);
+        }
+        finally
+        {
+            testbed.link("up");
+        }
+        Testbed.await("replicating again", 60, () -> "replicating".equals(state(testbed.group("site-a", name))));
+        writer.stop();
+        final Map<String, Object> status = awaitReplicated(testbed, name, 60);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertEquals(writer.acked(), StampedWriter.assertPrefix("destination after the outage", destinations, 1024));
+        final long resent = number(status, "regions_resent") - resentBefore;
+        assertTrue(resent <= 2, "the log held the outage, yet " + resent + " regions were resent: " + status);
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldKeepBothSidesEqualWhenOverlappingWritesAreInFlightTogether() throws Exception
+    {
+        final String name = "overlap";
+        final Path[] sources = zeroFiles(name + "-src", 1);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "async", "--log-size", "64m"));
+        awaitReplicated(testbed, name, 60);
+        final int pairs = 8;
+        final byte[][] data = new byte[2 * pairs][4096];
+        final long untilNs = System.nanoTime() + 4_000_000_000L;
+        long rounds = 0;
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
+        {
+            // Two writes to the same block in flight at once, eight blocks at a time: NBD leaves which one wins
+            // to the server, but whichever it is must win on both sides.
+            while (System.nanoTime() < untilNs)
+            {
+                rounds++;
+                for (int i = 0; i < pairs; i++)
+                {
+                    final long offset = ((rounds * pairs + i) % 4096) * 4096L;
+                    for (int w = 0; w < 2; w++)
+                    {
+                        Arrays.fill(data[2 * i + w], (byte)(rounds * 2 + w));
+                        client.sendWrite(offset, data[2 * i + w]);
+                    }
+                }
+                for (int i = 0; i < 2 * pairs; i++)
+                {
+                    assertEquals(0, client.anyReply(), "a write failed");
+                }
+            }
+        }
+        try
+        {
+            final Map<String, Object> status = awaitReplicated(testbed, name, 60);
+
+            assertEquals(0, number(status, "writes_tracked_by_bitmap"), "the log overflowed: " + status);
+            final byte[] source = Files.readAllBytes(sources[0]);
+            final byte[] destination = Files.readAllBytes(destinations[0]);
+            int differ = 0;
+            final StringBuilder first = new StringBuilder();
+            for (int block = 0; block < 4096; block++)
+            {
+                final int at = block * 4096;
+                if (!Arrays.equals(source, at, at + 4096, destination, at, at + 4096))
+                {
+                    if (differ++ < 3)
+                    {
+                        first.append(String.format(" block %d: source holds pattern %d, destination %d;", block,
+                            source[at] & 0xFF, destination[at] & 0xFF));
+                    }
+                }
+            }
+            assertEquals(0, differ, "after " + rounds * 2 * pairs + " writes in overlapping pairs, all replicated " +
+                "(lsn last = durable = applied = " + lsn(status, "last") + "), " + differ + " blocks differ between " +
+                "the source and the destination:" + first);
+        }
+        finally
+        {
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
+    @Test
+    void shouldHoldWritesDuringAnOutageWhenToldToBlock() throws Exception
+    {
+        assumeTrue(testbed.isNamespaces(), "cutting the link needs the namespace testbed (root)");
+        final String name = "block";
+        final Path[] sources = zeroFiles(name + "-src", 2);
+        final Path[] destinations = zeroFiles(name + "-dst", 2);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "32m", "--on-disconnect", "block"));
+        assertEquals("block", created.get("on_disconnect"), created.toString());
+        awaitReplicated(testbed, name, 60);
+        final StampedWriter writer = new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created),
+            1024, 64);
+        writer.start();
+        Testbed.await("some writes", 30, () -> writer.acked() >= 200);
+
+        testbed.link("down");
+        final long ackedAtDegraded;
+        try
+        {
+            Testbed.await("the source to notice the outage", 30,
+                () -> "degraded".equals(state(testbed.group("site-a", name))));
+            ackedAtDegraded = writer.acked();
+            final long untilNs = System.nanoTime() + 2_000_000_000L;
+            Testbed.await("two seconds of outage", 10, () ->
+            {
+                assertEquals(ackedAtDegraded, writer.acked(), "a write was acknowledged while the partner was away");
+                return System.nanoTime() > untilNs;
+            });
+        }
+        finally
+        {
+            testbed.link("up");
+        }
+        Testbed.await("the held write to complete", 60, () -> writer.acked() > ackedAtDegraded + 100);
+        writer.stop();
+        awaitReplicated(testbed, name, 60);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertEquals(writer.acked(), StampedWriter.assertPrefix("destination after the outage", destinations, 1024));
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldTrackWritesBeyondATinyLogInTheBitmapsAndResendThem() throws Exception
+    {
+        assumeTrue(testbed.isNamespaces(), "cutting the link needs the namespace testbed (root)");
+        final String name = "overflow";
+        final Path[] sources = zeroFiles(name + "-src", 2);
+        final Path[] destinations = zeroFiles(name + "-dst", 2);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "16m"));
+        final long resentBefore = number(awaitReplicated(testbed, name, 60), "regions_resent");
+        final StampedWriter writer = new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created),
+            4096, 64);
+        writer.start();
+        Testbed.await("some writes", 30, () -> writer.acked() >= 200);
+
+        testbed.link("down");
+        try
+        {
+            Testbed.await("the source to notice the outage", 30,
+                () -> "degraded".equals(state(testbed.group("site-a", name))));
+            Testbed.await("writes to overflow the log into the bitmaps", 60, () ->
+            {
+                assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
+                return number(testbed.group("site-a", name), "writes_tracked_by_bitmap") > 100;
+            });
+            final Map<String, Object> down = testbed.group("site-a", name);
+            assertTrue(number(down, "dirty_regions") > 0, down.toString());
+        }
+        finally
+        {
+            testbed.link("up");
+        }
+        Testbed.await("replicating again", 90, () -> "replicating".equals(state(testbed.group("site-a", name))));
+        writer.stop();
+        final Map<String, Object> status = awaitReplicated(testbed, name, 60);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertEquals(writer.acked(), StampedWriter.assertPrefix("destination after the resync", destinations, 4096));
+        assertTrue(number(status, "regions_resent") > resentBefore, status.toString());
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldRefuseBadGroupsAndLeaveNothingBehind() throws Exception
+    {
+        final Path source = Volumes.random(testbed.dir.resolve("bad-src.img"), SIZE, 41);
+        final Path destination = Volumes.zeros(testbed.dir.resolve("bad-dst.img"), SIZE);
+        final String volume = source + "=" + destination;
+
+        assertRefused(testbed.cli("site-a", "group", "create", "g1", "--peer", "site-zz", "--volume", volume),
+            4, "site-zz");
+        final Path missing = testbed.dir.resolve("no-such-src.img");
+        assertRefused(testbed.cli("site-a", "group", "create", "g2", "--peer", "site-b", "--volume",
+            missing + "=" + destination), 4, missing.toString());
+        final Path missingTarget = testbed.dir.resolve("no-such-dst.img");
+        final Run noTarget = testbed.cli("site-a", "group", "create", "g3", "--peer", "site-b", "--volume",
+            source + "=" + missingTarget);
+        assertTrue(noTarget.exitCode() == 4 || noTarget.exitCode() == 5, noTarget.toString());
+        assertTrue(noTarget.stderr().contains(missingTarget.toString()), noTarget.stderr());
+        assertRefused(testbed.cli("site-a", "group", "create", "a/b", "--peer", "site-b", "--volume", volume), 4,
+            "a/b");
+        final Path odd = Volumes.zeros(testbed.dir.resolve("bad-odd.img"), SIZE + 512);
+        assertRefused(testbed.cli("site-a", "group", "create", "g5", "--peer", "site-b", "--volume",
+            odd + "=" + destination), 4, "4096");
+        assertNoGroups();
+        assertThrows(IOException.class, () -> NbdClient.connect(testbed.nbdSocket("site-a"),
+            "g3/" + source.getFileName()).close(), "a refused group's export is still served");
+        assertTrue(Files.notExists(missingTarget), "a refused create made " + missingTarget);
+
+        GroupChecks.create(testbed, "dup", "--volume", volume);
+        final Path other = Volumes.zeros(testbed.dir.resolve("bad-other.img"), SIZE);
+        assertRefused(testbed.cli("site-a", "group", "create", "dup", "--peer", "site-b", "--volume",
+            other + "=" + testbed.dir.resolve("bad-other-dst.img")), 4, "already exists");
+        final Run sameTarget = testbed.cli("site-a", "group", "create", "dup2", "--peer", "site-b", "--volume",
+            other + "=" + destination);
+        assertTrue(sameTarget.exitCode() == 4 || sameTarget.exitCode() == 5, sameTarget.toString());
+        assertTrue(sameTarget.stderr().contains(destination.toString()), sameTarget.stderr());
+        assertEquals(1, testbed.groups("site-a").size(), testbed.groups("site-a").toString());
+        assertEquals(1, testbed.groups("site-b").size(), testbed.groups("site-b").toString());
+        awaitReplicated(testbed, "dup", 60);
+        assertNull(Volumes.firstDifference(source, destination, SIZE));
+
+        testbed.cli("site-a", "group", "delete", "dup").expect(0);
+        testbed.cli("site-b", "group", "delete", "dup").expect(0);
+        assertNoGroups();
+    }
+
+    private static void assertRefused(final Run run, final int exitCode, final String mentioned)
+    {
+        assertEquals(exitCode, run.exitCode(), run.toString());
+        assertTrue(run.stderr().contains(mentioned), "the message should name '" + mentioned + "': " + run.stderr());
+    }
+
+    private static void assertNoGroups() throws IOException
+    {
+        for (final String site : List.of("site-a", "site-b"))
+        {
+            final Run run = testbed.cli(site, "group", "status", "--json").expect(0);
+            assertTrue(JSON.std.listFrom(run.stdout()).isEmpty(), site + ": " + run.stdout());
+            final Path state = testbed.dir.resolve(site).resolve("state").resolve("groups");
+            if (Files.isDirectory(state))
+            {
+                try (Stream<Path> left = Files.list(state))
+                {
+                    assertEquals(List.of(), left.toList(), site + " kept state of groups that do not exist");
+                }
+            }
+        }
+    }
+
+    @Test
+    void shouldRejectMalformedNbdTrafficWithoutTouchingTheData() throws Exception
+    {
+        final String name = "malformed";
+        final Path[] sources = randomFiles(name + "-src", 1, 51);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        final String export = GroupChecks.exports(created)[0];
+        final long lastBefore = lsn(awaitReplicated(testbed, name, 60), "last");
+        final Path snapshot = testbed.dir.resolve(name + "-snapshot.img");
+        Files.copy(sources[0], snapshot);
+        final byte[] junk = new byte[8192];
+        Arrays.fill(junk, (byte)0x55);
+
+        final ByteBuffer badMagic = request(0x12345678, NbdProtocol.CMD_WRITE, 0, 4096, junk);
+        assertNotEquals(0, answer(export, badMagic), "a request with a bad magic was accepted");
+        final ByteBuffer pastTheEnd = request(NbdProtocol.REQUEST_MAGIC, NbdProtocol.CMD_WRITE, SIZE, 4096, junk);
+        assertNotEquals(0, answer(export, pastTheEnd), "a write past the end was accepted");
+        final ByteBuffer acrossTheEnd = request(NbdProtocol.REQUEST_MAGIC, NbdProtocol.CMD_WRITE, SIZE - 4096, 8192,
+            junk);
+        assertNotEquals(0, answer(export, acrossTheEnd), "a write across the end was accepted");
+        final ByteBuffer unknown = request(NbdProtocol.REQUEST_MAGIC, 77, 0, 4096, null);
+        assertNotEquals(0, answer(export, unknown), "an unknown command was accepted");
+
+        final Map<String, Object> after = testbed.group("site-a", name);
+        assertEquals(lastBefore, lsn(after, "last"), "malformed requests were logged: " + after);
+        assertNull(Volumes.firstDifference(snapshot, sources[0], SIZE), "the source changed");
+        assertNull(Volumes.firstDifference(snapshot, destinations[0], SIZE), "the destination changed");
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), export))
+        {
+            assertEquals(0, client.write(SIZE - 4096, Arrays.copyOf(junk, 4096)), "the export stopped serving");
+        }
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        GroupChecks.delete(testbed, name);
+    }
+
+    private static ByteBuffer request(final int magic, final int type, final long offset, final int length,
+        final byte[] payload)
+    {
+        final ByteBuffer request = ByteBuffer.allocate(NbdProtocol.REQUEST_LENGTH + (payload == null ? 0 : length));
+        request.putInt(magic).putShort((short)0).putShort((short)type).putLong(7).putLong(offset).putInt(length);
+        if (payload != null)
+        {
+            request.put(payload, 0, length);
+        }
+        return request.flip();
+    }
+
+    /**
+     * @return the NBD error of the reply, or {@link NbdClient#CLOSED}.
+     */
+    private static int answer(final String export, final ByteBuffer request) throws IOException
+    {
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), export))
+        {
+            client.sendRaw(request);
+            final int answer = client.awaitAnswer(10_000);
+            System.out.println("malformed NBD request (type " + request.getShort(6) + ", offset " +
+                request.getLong(16) + "): " + (answer == NbdClient.CLOSED ? "connection closed" : "error " + answer));
+            return answer;
+        }
+    }
+
+    @Test
+    void shouldKeepGroupsAcrossARestartOfBothDaemons() throws Exception
+    {
+        assumeTools("qemu-io");
+        final String name = "persist";
+        final Path[] sources = randomFiles(name + "-src", 2, 61);
+        final Path[] destinations = zeroFiles(name + "-dst", 2);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "32m"));
+        qemuIo(GroupChecks.uri(created, 0), "write -P 0x11 0 2M");
+        final long lastBefore = lsn(awaitReplicated(testbed, name, 60), "last");
+
+        testbed.stop("site-a");
+        testbed.stop("site-b");
+        testbed.start("site-b");
+        testbed.start("site-a");
+
+        assertEquals("source", testbed.group("site-a", name).get("role"));
+        assertEquals("destination", testbed.group("site-b", name).get("role"));
+        final Map<String, Object> resumed = awaitReplicated(testbed, name, 60);
+        assertTrue(lsn(resumed, "last") >= lastBefore, "the LSN went back: " + resumed);
+        assertEquals(0, number(resumed, "regions_resent"), "a clean restart resent regions: " + resumed);
+        qemuIo(GroupChecks.uri(created, 1), "write -P 0x22 8M 2M");
+        qemuIo(GroupChecks.uri(created, 0), "read -P 0x11 0 2M");
+        awaitReplicated(testbed, name, 60);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        GroupChecks.delete(testbed, name);
+    }
+}
