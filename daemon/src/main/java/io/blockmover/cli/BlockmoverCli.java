@@ -446,7 +446,8 @@ public final class BlockmoverCli
      * blockmover status.
      */
     @Command(name = "status", mixinStandardHelpOptions = true,
-        description = "Show the daemon: node, listener, peers with their transport, jobs and inbound sessions.")
+        description = "Show the daemon: node, listener, peers with their transport, jobs, inbound sessions, groups " +
+            "and NBD exports.")
     static final class Status extends Common implements Callable<Integer>
     {
         @Override
@@ -474,6 +475,21 @@ public final class BlockmoverCli
             {
                 System.out.printf(Locale.ROOT, "  inbound from %s: job %s into %s over %s (%s)%n", in.get("peer"),
                     in.get("job"), in.get("target"), in.get("transport"), in.get("state"));
+            }
+            if (status.get("nbd_socket") != null)
+            {
+                System.out.println("  nbd      " + status.get("nbd_socket"));
+            }
+            for (final Map<String, Object> group : (List<Map<String, Object>>)status.getOrDefault("groups", List.of()))
+            {
+                System.out.printf(Locale.ROOT, "  group %s: %s, %s%n", group.get("name"), group.get("role"),
+                    group.get("state"));
+            }
+            for (final Map<String, Object> local :
+                (List<Map<String, Object>>)status.getOrDefault("local_exports", List.of()))
+            {
+                System.out.printf(Locale.ROOT, "  export %s: %s (not replicated) %s%n", local.get("name"),
+                    local.get("path"), local.get("nbd_uri"));
             }
             return 0;
         }

@@ -23,6 +23,7 @@ import static io.blockmover.frontend.nbd.NbdProtocol.CMD_TRIM;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE_ZEROES;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EINVAL;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_ENOSPC;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EIO;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
 
@@ -535,9 +536,14 @@ final class NbdConnection implements Runnable
         {
             return NBD_EPERM;
         }
-        if (length == 0 || offset < 0 || offset > size || length > size - offset)
+        if (length == 0 || offset < 0)
         {
             return NBD_EINVAL;
+        }
+        if (offset > size || length > size - offset)
+        {
+            // The protocol asks for ENOSPC on a write past the end, EINVAL on a read or trim past it.
+            return type == CMD_WRITE || type == CMD_WRITE_ZEROES ? NBD_ENOSPC : NBD_EINVAL;
         }
         if ((offset & (Slab.ALIGNMENT - 1)) != 0 ||
             ((length & (Slab.ALIGNMENT - 1)) != 0 && offset + length != size))

@@ -33,6 +33,7 @@ import static io.blockmover.frontend.nbd.NbdProtocol.CMD_TRIM;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE_ZEROES;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EINVAL;
+import static io.blockmover.frontend.nbd.NbdProtocol.NBD_ENOSPC;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -346,9 +347,10 @@ class NbdServerTest
             assertEquals(NBD_EINVAL, client.read(SIZE, BLOCK).error());
             assertEquals(NBD_EINVAL, client.read(SIZE - BLOCK, 2 * BLOCK).error());
             assertEquals(NBD_EINVAL, client.read(-BLOCK, BLOCK).error());
-            assertEquals(NBD_EINVAL, client.write(SIZE - BLOCK, random(2 * BLOCK, 1), 0));
-            assertEquals(NBD_EINVAL, client.write(Long.MAX_VALUE - BLOCK + 1, random(BLOCK, 1), 0));
-            assertEquals(NBD_EINVAL, client.command(CMD_WRITE_ZEROES, 0, SIZE - BLOCK, 2 * BLOCK));
+            // The protocol: ENOSPC for a write past the end, EINVAL for a read or trim past it.
+            assertEquals(NBD_ENOSPC, client.write(SIZE - BLOCK, random(2 * BLOCK, 1), 0));
+            assertEquals(NBD_ENOSPC, client.write(Long.MAX_VALUE - BLOCK + 1, random(BLOCK, 1), 0));
+            assertEquals(NBD_ENOSPC, client.command(CMD_WRITE_ZEROES, 0, SIZE - BLOCK, 2 * BLOCK));
             assertEquals(NBD_EINVAL, client.command(CMD_TRIM, 0, SIZE, BLOCK));
             // The refused payloads were skipped: the stream is still in step.
             assertArrayEquals(fileRange(SIZE - BLOCK, BLOCK), client.read(SIZE - BLOCK, BLOCK).data());
