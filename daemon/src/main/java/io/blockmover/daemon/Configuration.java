@@ -71,7 +71,7 @@ public final class Configuration
             "of groups (empty: none)");
         define(NBD_LISTEN, "", "address:port of the NBD server over TCP (empty: none; no authentication, so " +
             "loopback or a trusted network only)");
-        define(NBD_WORKERS, "4", "requests served concurrently per NBD connection");
+        define(NBD_WORKERS, "16", "requests served concurrently per NBD connection (each holds a chunk-sized buffer)");
         define(GROUP_LOG_SIZE, "1g", "record log of a new group when 'group create' gives no --log-size");
         define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
     }

@@ -17,11 +17,43 @@ public final class ConnectionIdleStrategy implements IdleStrategy
     private static final long MAX_WAIT_MS = 1;
 
     private final FrameConnection connection;
+    private final Sleeper sleeper;
+    private final int maxSpins;
     private int spins;
+
+    /**
+     * An agent that other threads wake only while it sleeps, so that they pay for a wake-up only then.
+     */
+    public interface Sleeper
+    {
+        /**
+         * @param asleep whether the agent is about to wait (true) or has woken (false).
+         */
+        void sleeping(boolean asleep);
+
+        /**
+         * Checked after declaring sleep, so a wake-up between the check and the wait cannot be lost.
+         *
+         * @return whether work arrived meanwhile.
+         */
+        boolean hasWork();
+    }
 
     public ConnectionIdleStrategy(final FrameConnection connection)
     {
+        this(connection, null, SPINS);
+    }
+
+    /**
+     * @param connection the agent's connection.
+     * @param sleeper    told when the agent sleeps, or null.
+     * @param maxSpins   spins before waiting in the kernel.
+     */
+    public ConnectionIdleStrategy(final FrameConnection connection, final Sleeper sleeper, final int maxSpins)
+    {
         this.connection = connection;
+        this.sleeper = sleeper;
+        this.maxSpins = maxSpins;
     }
 
     @Override
@@ -38,20 +70,34 @@ public final class ConnectionIdleStrategy implements IdleStrategy
     @Override
     public void idle()
     {
-        if (spins < SPINS)
+        if (spins < maxSpins)
         {
             spins++;
             Thread.onSpinWait();
             return;
         }
+        if (sleeper != null)
+        {
+            sleeper.sleeping(true);
+        }
         try
         {
-            connection.awaitIo(MAX_WAIT_MS);
+            if (sleeper == null || !sleeper.hasWork())
+            {
+                connection.awaitIo(MAX_WAIT_MS);
+            }
         }
         catch (final IOException | ClosedSelectorException ex)
         {
             // The connection broke or closed: the agent's next duty cycle finds out and ends the session.
             Thread.yield();
+        }
+        finally
+        {
+            if (sleeper != null)
+            {
+                sleeper.sleeping(false);
+            }
         }
     }
 

@@ -47,6 +47,9 @@ public final class GroupStatus
         status.put("rpo_seconds", rpoBytes == 0 && isDrained(group) ? 0.0 :
             (System.currentTimeMillis() - group.caughtUpMs()) / 1000.0);
         status.put("partner_current", group.isPartnerCurrent());
+        // Outside the initial sync, a dirty region means the log could not hold everything (it filled up, or the
+        // partner lost continuity): the RPO is no longer what the log bounds, until resync catches up.
+        status.put("rpo_exceeded", group.config().initialSyncDone && group.dirtyRegions() > 0);
         status.put("dirty_regions", group.dirtyRegions());
         status.put("writes", group.writes.get());
         status.put("bytes_written", group.bytesWritten.get());

@@ -14,6 +14,7 @@ import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -21,7 +22,7 @@ import io.blockmover.transport.FrameConnection;
  * needs it, and takes the partner's ACK (appended) and DURABLE (forced) replies. Releasing log space only on
  * DURABLE keeps the invariant: whatever the partner may lose in a crash is still in our log.
  */
-public final class Shipper implements Agent
+public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
 {
     /** A sync group waits for its partner only while the partner's backlog is below this. */
     static final long CURRENT_BACKLOG_BYTES = 32L << 20;
@@ -91,7 +92,7 @@ public final class Shipper implements Agent
      */
     public static org.agrona.concurrent.IdleStrategy idleStrategy(final Shipper shipper)
     {
-        return new ShipperIdleStrategy(shipper);
+        return new ConnectionIdleStrategy(shipper.connection, shipper, 50);
     }
 
     public SessionStatus status()
@@ -285,14 +286,16 @@ public final class Shipper implements Agent
      * @return whether anything is waiting to be sent: checked by the idle strategy after it declares itself asleep,
      * so a wake-up cannot be lost between the check and the wait.
      */
-    boolean hasWork()
+    @Override
+    public boolean hasWork()
     {
         return group.publishedLsn() > sentLsn || group.flushWantedLsn() > flushSentLsn;
     }
 
-    void sleeping(final boolean value)
+    @Override
+    public void sleeping(final boolean asleep)
     {
-        sleeping = value;
+        sleeping = asleep;
     }
 
     private void wakeIfSleeping()
