@@ -556,8 +556,9 @@ final class SourceGroupHandle
         }
         if (shipper == null || !group.isLinked())
         {
-            return pendingClient != null || (sessions == 0 && attempts <= 1) ? GroupState.CONNECTING :
-                GroupState.DEGRADED;
+            // A session whose shipper has not started yet is still connecting, not degraded.
+            return shipper != null || pendingClient != null || (sessions == 0 && attempts <= 1) ?
+                GroupState.CONNECTING : GroupState.DEGRADED;
         }
         if (!config.initialSyncDone)
         {

@@ -123,7 +123,7 @@ class GroupCrashIT
     @Test
     void shouldKeepASyncDestinationAPrefixHoldingEveryAcknowledgedWriteWhenTheSourceIsKilled() throws Exception
     {
-        killTheSourceWhileWriting("kill-src-sync", "sync", 3);
+        killTheSourceWhileWriting("kill-src-sync", "sync", 2);
     }
 
     @Test
