@@ -35,6 +35,7 @@ final class Groups implements AutoCloseable
     private final Map<String, SourceGroupHandle> sources = new TreeMap<>();
     private final Map<String, DestinationGroupHandle> destinations = new TreeMap<>();
     private final List<SourceGroupHandle> pending = new ArrayList<>();
+    private final List<SourceGroupHandle> pendingSnapshot = new ArrayList<>();
     private final List<Volume> localVolumes = new ArrayList<>();
 
     Groups(final Conductor conductor)
@@ -142,7 +143,11 @@ final class Groups implements AutoCloseable
     int doWork(final long nowNs)
     {
         int work = 0;
-        for (final SourceGroupHandle handle : new ArrayList<>(pending))
+        // A pending group leaves the list from inside its own doWork (accepted or rejected): iterate a copy, kept
+        // for reuse so the conductor's duty cycle does not allocate.
+        pendingSnapshot.clear();
+        pendingSnapshot.addAll(pending);
+        for (final SourceGroupHandle handle : pendingSnapshot)
         {
             work += handle.doWork(nowNs);
         }

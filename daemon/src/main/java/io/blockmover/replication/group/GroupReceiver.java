@@ -2,7 +2,7 @@ package io.blockmover.replication.group;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
+import java.util.zip.CRC32C;
 
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.AgentTerminationException;
@@ -10,6 +10,7 @@ import org.agrona.concurrent.NanoClock;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.pipeline.SessionStatus;
+import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
@@ -295,14 +296,15 @@ public final class GroupReceiver implements Agent
         {
             if (connection.flush())
             {
-                final byte[] text = message.getBytes(StandardCharsets.UTF_8);
-                final int n = Math.min(text.length, errorPayload.capacity());
+                // The project's ERROR payload (code name, newline, message), as ControlChannel sends it.
+                final byte[] payload = ErrorPayload.encode(ErrorCode.PROTOCOL_ERROR, message);
+                final int n = Math.min(payload.length, errorPayload.capacity());
                 errorPayload.clear();
-                errorPayload.put(text, 0, n).flip();
-                final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+                errorPayload.put(payload, 0, n).flip();
+                final CRC32C crc = new CRC32C();
                 crc.update(errorPayload.duplicate());
-                sendHeader.reset(FrameType.ERROR).sessionId(sessionId).aux(ErrorCode.PROTOCOL_ERROR.ordinal())
-                    .payloadLength(n).payloadCrc((int)crc.getValue()).seal();
+                sendHeader.reset(FrameType.ERROR).sessionId(sessionId).payloadLength(n)
+                    .payloadCrc((int)crc.getValue()).seal();
                 connection.startSend(sendHeader, errorPayload);
                 connection.flush();
             }

@@ -2,7 +2,6 @@ package io.blockmover.replication.group;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.AgentTerminationException;
@@ -10,6 +9,7 @@ import org.agrona.concurrent.NanoClock;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.pipeline.SessionStatus;
+import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
@@ -189,9 +189,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 case ERROR ->
                 {
                     receivePayload.flip();
-                    final byte[] text = new byte[receivePayload.remaining()];
-                    receivePayload.get(text);
-                    throw new IOException("the partner reported: " + new String(text, StandardCharsets.UTF_8));
+                    final byte[] payload = new byte[receivePayload.remaining()];
+                    receivePayload.get(payload);
+                    throw new IOException("the partner reported: " + ErrorPayload.message(payload));
                 }
                 default -> throw new IOException("unexpected " + receiveHeader.type() + " from the partner");
             }

@@ -35,6 +35,7 @@ public final class RecordLogCrashWriter
             {
                 System.out.println("FULL");
                 System.out.flush();
+                // Not a wait for a condition: this child only idles until the test kills it with kill -9.
                 Thread.sleep(60_000);
                 return;
             }
