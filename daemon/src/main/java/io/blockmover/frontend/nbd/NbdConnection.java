@@ -10,6 +10,7 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.agrona.BufferUtil;
 
@@ -28,10 +29,12 @@ import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EIO;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
 
 /**
- * One client connection: its reader thread runs the handshake, then parses requests into a fixed set of
- * {@link NbdRequest} slots (reading WRITE payloads straight into the slot's aligned buffer) and queues them to
- * the connection's worker threads, which execute them concurrently and write the simple replies under a lock.
- * Replies may therefore leave out of order, which NBD allows: the client matches them by cookie.
+ * One client connection: its reader thread runs the handshake, then reads requests in bulk (as many as the
+ * socket holds per read), parses them into a fixed set of {@link NbdRequest} slots (large WRITE payloads are read
+ * straight into the slot's aligned buffer) and queues them to the connection's worker threads, which execute them
+ * concurrently and write the simple replies under a lock. Replies may therefore leave out of order, which NBD
+ * allows: the client matches them by cookie. A request that arrives alone, with the socket drained and no worker
+ * busy, is executed by the reader itself: at queue depth 1 the hand-over would cost more than the I/O.
  * <pre>
  *   reader --free ring--&lt; slot &lt;--+
  *     | parse, read payload        | reply, release
@@ -56,6 +59,8 @@ final class NbdConnection implements Runnable
      * to skip them would hand a broken client a free denial of service.
      */
     static final long MAX_DISCARD_LENGTH = 32L * 1024 * 1024;
+    /** Room for several requests with 4 KiB payloads per read; larger payloads go straight into their slot. */
+    static final int INBOUND_CAPACITY = 64 * 1024;
 
     private static final int TRANSMISSION_FLAGS_WRITABLE = NbdProtocol.FLAG_HAS_FLAGS | NbdProtocol.FLAG_SEND_FLUSH |
         NbdProtocol.FLAG_SEND_FUA | NbdProtocol.FLAG_SEND_TRIM | NbdProtocol.FLAG_SEND_WRITE_ZEROES |
@@ -68,7 +73,15 @@ final class NbdConnection implements Runnable
     private final String name;
     private final Thread reader;
     private final Object replyLock = new Object();
-    private final ByteBuffer header = ByteBuffer.allocateDirect(NbdProtocol.REQUEST_LENGTH);
+    /**
+     * What the reader has received and not yet parsed, in read mode. One read takes as many requests as the
+     * client has queued (with their small payloads), instead of two system calls per request.
+     */
+    private final ByteBuffer inbound = ByteBuffer.allocateDirect(INBOUND_CAPACITY).flip();
+    /** Requests handed to workers and not yet back in the free ring. */
+    private final AtomicInteger queued = new AtomicInteger();
+    /** True when the last read left the socket drained: it returned less than there was room for. */
+    private boolean drained;
 
     private volatile boolean closed;
     private volatile long readDeadlineNs = Long.MAX_VALUE;
@@ -463,20 +476,21 @@ final class NbdConnection implements Runnable
         final boolean readOnly = export.isReadOnly();
         while (!closed)
         {
-            header.clear();
             if (!readHeader())
             {
                 return;
             }
-            if (header.getInt(0) != NbdProtocol.REQUEST_MAGIC)
+            final int at = inbound.position();
+            if (inbound.getInt(at) != NbdProtocol.REQUEST_MAGIC)
             {
-                throw new ProtocolException("bad request magic 0x" + Integer.toHexString(header.getInt(0)));
+                throw new ProtocolException("bad request magic 0x" + Integer.toHexString(inbound.getInt(at)));
             }
-            final int flags = header.getShort(4) & 0xFFFF;
-            final int type = header.getShort(6) & 0xFFFF;
-            final long cookie = header.getLong(8);
-            final long offset = header.getLong(16);
-            final long length = header.getInt(24) & 0xFFFF_FFFFL;
+            final int flags = inbound.getShort(at + 4) & 0xFFFF;
+            final int type = inbound.getShort(at + 6) & 0xFFFF;
+            final long cookie = inbound.getLong(at + 8);
+            final long offset = inbound.getLong(at + 16);
+            final long length = inbound.getInt(at + 24) & 0xFFFF_FFFFL;
+            inbound.position(at + NbdProtocol.REQUEST_LENGTH);
             server.request();
             if (type == CMD_DISC)
             {
@@ -497,12 +511,30 @@ final class NbdConnection implements Runnable
             {
                 if (!readPayload(request))
                 {
-                    work.put(request);
+                    dispatch(request);
                     return;
                 }
             }
-            work.put(request);
+            if (drained && !inbound.hasRemaining() && queued.get() == 0)
+            {
+                // Nothing else has arrived and no worker is busy: the client waits for this one reply (queue depth
+                // 1, or the last of a burst), so the reader runs it itself and saves the hand-over to a worker,
+                // 10 to 30 microseconds of wake-up on a small machine. Anything sent meanwhile waits in the socket.
+                execute(request);
+                reply(request);
+                free.put(request);
+            }
+            else
+            {
+                dispatch(request);
+            }
         }
+    }
+
+    private void dispatch(final NbdRequest request)
+    {
+        queued.incrementAndGet();
+        work.put(request);
     }
 
     /**
@@ -576,7 +608,20 @@ final class NbdConnection implements Runnable
             {
                 final int chunk = (int)Math.min(remaining, buffer.capacity());
                 buffer.clear().limit(chunk);
-                readFully(buffer);
+                // What came with the header is copied; the rest is read straight into the slot.
+                final int buffered = Math.min(chunk, inbound.remaining());
+                if (buffered > 0)
+                {
+                    final int end = inbound.limit();
+                    inbound.limit(inbound.position() + buffered);
+                    buffer.put(inbound);
+                    inbound.limit(end);
+                }
+                if (buffer.hasRemaining())
+                {
+                    readFully(buffer);
+                    drained = false; // Unknown whether more followed the payload: hand the request over.
+                }
                 remaining -= chunk;
             }
         }
@@ -592,24 +637,44 @@ final class NbdConnection implements Runnable
         return true;
     }
 
+    /**
+     * Makes a whole request header available at {@code inbound.position()}, reading as much as the socket holds.
+     *
+     * @return false when the client closed the connection between requests.
+     */
     private boolean readHeader() throws IOException
     {
-        final int first = channel.read(header);
-        if (first < 0)
+        if (inbound.remaining() >= NbdProtocol.REQUEST_LENGTH)
         {
-            return false; // The client closed between requests without NBD_CMD_DISC: not an error.
+            return true;
         }
-        if (header.hasRemaining())
+        final boolean between = !inbound.hasRemaining();
+        inbound.compact();
+        try
         {
-            readDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
-            try
+            while (inbound.position() < NbdProtocol.REQUEST_LENGTH)
             {
-                readFully(header);
+                final int room = inbound.remaining();
+                final int read = channel.read(inbound);
+                if (read < 0)
+                {
+                    if (between && inbound.position() == 0)
+                    {
+                        return false; // The client closed between requests without NBD_CMD_DISC: not an error.
+                    }
+                    throw new EOFException("peer closed the connection");
+                }
+                drained = read < room;
+                if (inbound.position() < NbdProtocol.REQUEST_LENGTH)
+                {
+                    readDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
+                }
             }
-            finally
-            {
-                readDeadlineNs = Long.MAX_VALUE;
-            }
+        }
+        finally
+        {
+            readDeadlineNs = Long.MAX_VALUE;
+            inbound.flip();
         }
         return true;
     }
@@ -628,6 +693,7 @@ final class NbdConnection implements Runnable
                 execute(request);
                 reply(request);
             }
+            queued.decrementAndGet();
             free.put(request);
         }
     }

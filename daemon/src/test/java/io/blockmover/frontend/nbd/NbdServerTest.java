@@ -265,6 +265,131 @@ class NbdServerTest
         }
     }
 
+    /**
+     * An export that records which thread ran each write and how many ran at once, and can hold each write.
+     */
+    static final class ThreadRecordingExport implements NbdExport
+    {
+        final NbdExport delegate;
+        final java.util.Set<String> threads = java.util.concurrent.ConcurrentHashMap.newKeySet();
+        final java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger();
+        final java.util.concurrent.atomic.AtomicInteger mostAtOnce = new java.util.concurrent.atomic.AtomicInteger();
+        volatile long holdMs;
+
+        ThreadRecordingExport(final NbdExport delegate)
+        {
+            this.delegate = delegate;
+        }
+
+        @Override
+        public String name()
+        {
+            return delegate.name();
+        }
+
+        @Override
+        public long size()
+        {
+            return delegate.size();
+        }
+
+        @Override
+        public boolean isReadOnly()
+        {
+            return false;
+        }
+
+        @Override
+        public void read(final long offset, final ByteBuffer dst, final int length) throws IOException
+        {
+            delegate.read(offset, dst, length);
+        }
+
+        @Override
+        public void write(final long offset, final ByteBuffer src, final int length, final boolean fua)
+            throws IOException
+        {
+            threads.add(Thread.currentThread().getName());
+            mostAtOnce.accumulateAndGet(running.incrementAndGet(), Math::max);
+            try
+            {
+                if (holdMs > 0)
+                {
+                    Thread.sleep(holdMs);
+                }
+                delegate.write(offset, src, length, fua);
+            }
+            catch (final InterruptedException ex)
+            {
+                Thread.currentThread().interrupt();
+                throw new IOException(ex);
+            }
+            finally
+            {
+                running.decrementAndGet();
+            }
+        }
+
+        @Override
+        public void flush() throws IOException
+        {
+            delegate.flush();
+        }
+
+        @Override
+        public void trim(final long offset, final long length) throws IOException
+        {
+            delegate.trim(offset, length);
+        }
+
+        @Override
+        public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
+        {
+            delegate.writeZeroes(offset, length, fua);
+        }
+    }
+
+    @Test
+    void shouldRunALoneRequestOnTheReaderAndSpreadABurstOverWorkers() throws IOException
+    {
+        file = dir.resolve("disk.img");
+        Files.write(file, random(SIZE, 7));
+        volume = Volume.open(file, true);
+        final ThreadRecordingExport export = new ThreadRecordingExport(new VolumeExport("disk", volume, false));
+        exports.add(export);
+        socket = dir.resolve("nbd.sock");
+        server = new NbdServer(exports, socket, null, 4, MAX_PAYLOAD, NbdServer.DEFAULT_IO_TIMEOUT_NS,
+            System.getLogger("nbd-test"));
+        server.start();
+        final byte[] block = random(BLOCK, 21);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            // Queue depth 1: each write arrives alone, so the reader runs it without waking a worker.
+            for (int i = 0; i < 20; i++)
+            {
+                client.sendRequest(CMD_WRITE, 0, i, (long)i * BLOCK, BLOCK, block);
+                assertEquals(0, client.readReply(0).error());
+            }
+            assertEquals(1, export.threads.size(), "threads that ran lone writes: " + export.threads);
+            assertTrue(export.threads.iterator().next().endsWith("-reader"), "ran on " + export.threads);
+
+            // A burst must still run concurrently on the workers, not one by one on the reader.
+            export.threads.clear();
+            export.holdMs = 100;
+            for (int i = 0; i < 8; i++)
+            {
+                client.sendRequest(CMD_WRITE, 0, 100 + i, (long)i * BLOCK, BLOCK, block);
+            }
+            for (int i = 0; i < 8; i++)
+            {
+                assertEquals(0, client.readReply(0).error());
+            }
+            assertTrue(export.mostAtOnce.get() >= 2, "a burst of 8 writes ran " + export.mostAtOnce.get() +
+                " at a time on " + export.threads);
+        }
+        assertArrayEquals(block, fileRange(7L * BLOCK, BLOCK));
+    }
+
     @Test
     void shouldRoundTripPipelinedWritesAndReadsOutOfOrder() throws IOException
     {
