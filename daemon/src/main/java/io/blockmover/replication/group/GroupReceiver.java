@@ -260,7 +260,9 @@ public final class GroupReceiver implements Agent
             unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
         if (forceNow && appendedLsn > durableLsn)
         {
+            final long startNs = clock.nanoTime();
             log.force();
+            group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
             unforcedBytes = 0;
             durableLsn = appendedLsn;
             ackedLsn = appendedLsn;
