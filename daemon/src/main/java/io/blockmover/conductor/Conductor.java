@@ -457,7 +457,7 @@ public final class Conductor implements Agent, ControlServer.Handler
             connection.close();
         }
         events.close("blockmoverd is stopping");
-        CloseHelper.quietClose(groupMetrics);
+        // The group counters stay allocated: 'blockmover stat' shows the last figures of a stopped daemon.
         CloseHelper.quietClose(groups);
         CloseHelper.quietClose(listener);
         CloseHelper.quietClose(rdmaListener);

@@ -12,7 +12,7 @@ import java.util.Map;
  * <pre>
  *   [2026-11-30T06:20:01.123+00:00 ]change group name=sql state=degraded
  * </pre>
- * where a value with spaces, quotes, '=' or nothing in it is written as a JSON string, and a missing value as
+ * where a value with spaces, quotes, backslashes or nothing in it is written as a JSON string, and a missing value as
  * {@code -}; or as one JSON object a line, with an ISO-8601 {@code time} when timestamps are asked for.
  * Stateless; any thread.
  */
@@ -95,7 +95,7 @@ public final class EventFormat
         for (int i = 0; i < s.length() && plain; i++)
         {
             final char c = s.charAt(i);
-            plain = c > ' ' && c != '"' && c != '=' && c != '\\' && c < 0x7f;
+            plain = c > ' ' && c != '"' && c != '\\' && c < 0x7f;
         }
         if (plain)
         {
