@@ -489,7 +489,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                     {
                         throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op + "' (known: " +
                             "ping, status, jobs, job, copy, cancel, config, groups, group-status, group-create, " +
-                            "group-suspend, group-resume, group-delete)");
+                            "group-suspend, group-resume, group-delete, group-switch, group-set, events)");
                     }
                 }
             }

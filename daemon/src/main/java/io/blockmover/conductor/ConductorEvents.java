@@ -175,7 +175,7 @@ final class ConductorEvents
         {
             final String transport = peerTransport.get(peer.name());
             final Map<String, Object> attrs = new LinkedHashMap<>();
-            attrs.put("address", peer.address().toString());
+            attrs.put("address", peer.address().getHostString() + ":" + peer.address().getPort());
             attrs.put("connection", transport != null ? "connected" : "disconnected");
             attrs.put("transport", transport != null ? transport : "none");
             table.observe("peer", Map.of("name", peer.name()), attrs, nowMs, pending);

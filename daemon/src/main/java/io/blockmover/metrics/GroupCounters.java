@@ -97,11 +97,9 @@ public final class GroupCounters implements AutoCloseable
                     {
                         set(part.getValue(), -1, stage, h.get(part.getKey()), 1000);
                     }
+                    // No _sum: HdrHistogram keeps none, and its getMean() iterates the buckets, which fails with
+                    // ConcurrentModificationException while the data path records (a summary may omit _sum).
                     set(GroupMetric.LATENCY_COUNT, -1, stage, h.get("count"), 1);
-                    if (h.get("mean_us") instanceof Number mean && h.get("count") instanceof Number count)
-                    {
-                        set(GroupMetric.LATENCY_SUM, -1, stage, mean.doubleValue() * count.doubleValue(), 1000);
-                    }
                 }
             }
         }

@@ -35,6 +35,7 @@ public enum GroupMetric
     LATENCY_P99(21, "latency_seconds", Kind.QUANTILE, 1e-9, "0.99"),
     LATENCY_P999(22, "latency_seconds", Kind.QUANTILE, 1e-9, "0.999"),
     LATENCY_COUNT(23, "latency_seconds_count", Kind.SUMMARY_COUNT, 1, ""),
+    /** Not written today (see {@link GroupCounters}); the id stays reserved. */
     LATENCY_SUM(24, "latency_seconds_sum", Kind.SUMMARY_SUM, 1e-9, "");
 
     /**

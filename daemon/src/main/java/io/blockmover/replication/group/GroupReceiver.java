@@ -322,6 +322,13 @@ public final class GroupReceiver implements Agent
     @Override
     public void onClose()
     {
+        if (claim != null)
+        {
+            // A session that dies halfway through a record's payload must give the claim back: the log outlives
+            // the session, and the next session's first claim would otherwise fail for ever.
+            claim = null;
+            log.abort();
+        }
         status.fail(ErrorCode.CANCELLED, "session closed", true);
     }
 }

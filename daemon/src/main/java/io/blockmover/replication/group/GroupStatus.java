@@ -95,8 +95,6 @@ public final class GroupStatus
     {
         final Map<String, Object> m = new LinkedHashMap<>();
         m.put("count", h.getTotalCount());
-        // Mean times count stands in for the exact sum (HdrHistogram keeps none): the _sum of a summary.
-        m.put("mean_us", h.getTotalCount() == 0 ? 0.0 : h.getMean() / 1000.0);
         m.put("p50_us", h.getValueAtPercentile(50) / 1000.0);
         m.put("p99_us", h.getValueAtPercentile(99) / 1000.0);
         m.put("p999_us", h.getValueAtPercentile(99.9) / 1000.0);
