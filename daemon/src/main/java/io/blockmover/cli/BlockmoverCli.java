@@ -36,6 +36,7 @@ import io.blockmover.cnc.CncFile;
         BlockmoverCli.Status.class,
         BlockmoverCli.Stat.class,
         GroupCommand.class,
+        EventsCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",
@@ -507,6 +508,16 @@ public final class BlockmoverCli
         @Option(names = "--counters-file", paramLabel = "PATH", description = "counters file of blockmoverd")
         Path countersFile;
 
+        @Option(names = "--prometheus", description = "print the Prometheus text exposition format (metrics " +
+            "blockmover_..., labels node, group, role, peer, volume, stage; latencies as summaries) for " +
+            "node_exporter's textfile collector")
+        boolean prometheus;
+
+        @Option(names = "--output", paramLabel = "FILE", description = "with --prometheus: write FILE atomically " +
+            "(a temporary file in the same directory, then a rename), e.g. " +
+            "/var/lib/prometheus/node-exporter/blockmover.prom from a timer")
+        Path output;
+
         @Override
         public Integer call()
         {
@@ -516,8 +527,25 @@ public final class BlockmoverCli
                 final String env = System.getenv("BLOCKMOVER_COUNTERS");
                 path = env != null && !env.isEmpty() ? Path.of(env) : socket().resolveSibling("counters.dat");
             }
+            if (output != null && !prometheus)
+            {
+                throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--output goes with --prometheus");
+            }
             try (CncFile cnc = CncFile.openReadOnly(path))
             {
+                if (prometheus)
+                {
+                    final String text = io.blockmover.metrics.PrometheusWriter.write(cnc, System.currentTimeMillis());
+                    if (output == null)
+                    {
+                        System.out.print(text);
+                    }
+                    else
+                    {
+                        writeAtomically(output, text);
+                    }
+                    return 0;
+                }
                 final long heartbeatAgeMs = System.currentTimeMillis() - cnc.heartbeatMs();
                 final boolean alive = ProcessHandle.of(cnc.pid()).map(ProcessHandle::isAlive).orElse(false);
                 final Map<String, Object> counters = new LinkedHashMap<>();
@@ -540,6 +568,35 @@ public final class BlockmoverCli
                 counters.forEach((label, value) -> System.out.printf(Locale.ROOT, "%20d  %s%n", value, label));
                 return 0;
             }
+        }
+    }
+
+    /**
+     * Writes a file so that a reader (node_exporter) sees the old content or the new, never half of it.
+     */
+    static void writeAtomically(final Path file, final String text)
+    {
+        final Path dir = file.toAbsolutePath().getParent();
+        try
+        {
+            final Path tmp = java.nio.file.Files.createTempFile(dir, "." + file.getFileName(), ".tmp");
+            try
+            {
+                java.nio.file.Files.writeString(tmp, text);
+                java.nio.file.Files.setPosixFilePermissions(tmp,
+                    java.nio.file.attribute.PosixFilePermissions.fromString("rw-r--r--"));
+                java.nio.file.Files.move(tmp, file, java.nio.file.StandardCopyOption.ATOMIC_MOVE,
+                    java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            }
+            finally
+            {
+                java.nio.file.Files.deleteIfExists(tmp);
+            }
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot write " + file + ": " + ex.getMessage() +
+                " (does the directory exist and is it writable?)", ex);
         }
     }
 

@@ -128,6 +128,23 @@ public final class ControlClient implements AutoCloseable
         }
     }
 
+    /**
+     * Reads the next line the daemon sends on its own after a subscription ({@code events}).
+     *
+     * @return the line, or null when the daemon closed the connection.
+     */
+    public String readLine()
+    {
+        try
+        {
+            return reader.readLine();
+        }
+        catch (final IOException ex)
+        {
+            return null;
+        }
+    }
+
     @Override
     public void close()
     {

@@ -15,6 +15,7 @@ import picocli.CommandLine.Parameters;
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 import io.blockmover.daemon.Context;
+import io.blockmover.replication.group.RpoTarget;
 
 /**
  * blockmover group: continuous replication of a group of volumes to a partner.
@@ -27,6 +28,7 @@ import io.blockmover.daemon.Context;
         GroupCommand.Resume.class,
         GroupCommand.Switch.class,
         GroupCommand.Delete.class,
+        GroupCommand.Set.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate a group of volumes continuously to a partner host.",
@@ -86,11 +88,20 @@ final class GroupCommand implements Callable<Integer>
             "supported for groups yet: refused)")
         boolean seeded;
 
+        @Option(names = "--rpo-target", paramLabel = "DURATION", description = "recovery point objective, e.g. " +
+            "30s or 5m: 'blockmover events' reports 'rpo=exceeded' when the partner lags more than this, and " +
+            "'rpo=ok' once it is back under half of it (default: none; change with 'group set')")
+        String rpoTarget;
+
         @Override
         @SuppressWarnings("unchecked")
         public Integer call()
         {
             final Map<String, Object> args = new LinkedHashMap<>();
+            if (rpoTarget != null)
+            {
+                args.put("rpo_target_ms", rpoTargetMs(rpoTarget));
+            }
             args.put("name", name);
             args.put("peer", peer);
             args.put("mode", mode);
@@ -185,6 +196,12 @@ final class GroupCommand implements Callable<Integer>
             System.out.printf(Locale.ROOT, "%s: %s %s, %s with %s, transport %s%n", g.get("name"), g.get("mode"),
                 g.get("role"), g.get("state"), g.get("peer"), g.get("transport") == null ? "none" :
                 g.get("transport"));
+            if (g.get("rpo_target_s") != null)
+            {
+                System.out.printf(Locale.ROOT, "  RPO target %s: %s%n", RpoTarget.format(Math.round(
+                    ((Number)g.get("rpo_target_s")).doubleValue() * 1000)),
+                    Boolean.TRUE.equals(g.get("rpo_target_exceeded")) ? "EXCEEDED" : "met");
+            }
             if (g.get("error") != null)
             {
                 System.out.println("  error: " + g.get("error"));
@@ -231,6 +248,52 @@ final class GroupCommand implements Callable<Integer>
                         Format.bytes(((Number)v.get("size")).longValue()));
                 }
             }
+        }
+    }
+
+    static long rpoTargetMs(final String text)
+    {
+        final long ms = RpoTarget.parse(text);
+        if (ms < 0)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--rpo-target " + text + " is not a duration: " +
+                "give e.g. 30s, 500ms, 5m or 0 for none");
+        }
+        return ms;
+    }
+
+    /**
+     * blockmover group set.
+     */
+    @Command(name = "set", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {
+            "Change a setting of a running source group, without interrupting replication. Today: its RPO",
+            "target. Run it on the source host; the change is saved in the group's group.json."})
+    static final class Set extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Option(names = "--rpo-target", required = true, paramLabel = "DURATION", description = "new recovery " +
+            "point objective, e.g. 60s; 0 removes it")
+        String rpoTarget;
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public Integer call()
+        {
+            final Map<String, Object> status = (Map<String, Object>)call("group-set",
+                Map.of("name", name, "rpo_target_ms", rpoTargetMs(rpoTarget)));
+            if (json)
+            {
+                printJson(status);
+            }
+            else
+            {
+                System.out.println("group " + name + ": RPO target " + (status.get("rpo_target_s") == null ? "none" :
+                    RpoTarget.format(Math.round(((Number)status.get("rpo_target_s")).doubleValue() * 1000))));
+            }
+            return 0;
         }
     }
 

@@ -178,6 +178,21 @@ public final class CncFile implements AutoCloseable
     }
 
     /**
+     * Allocates a counter with a key that says what it measures (see the key layouts of its type). Conductor
+     * thread only.
+     *
+     * @param label  shown by blockmover stat.
+     * @param typeId kind of counter.
+     * @param key    writes the key.
+     * @return the counter; close it to free the slot.
+     */
+    public AtomicCounter newCounter(final String label, final int typeId,
+        final java.util.function.Consumer<org.agrona.MutableDirectBuffer> key)
+    {
+        return manager.newCounter(label, typeId, key);
+    }
+
+    /**
      * @return a reader over the counters.
      */
     public CountersReader reader()

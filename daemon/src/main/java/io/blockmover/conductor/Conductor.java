@@ -79,6 +79,9 @@ public final class Conductor implements Agent, ControlServer.Handler
     private long nextJobId;
     private long nextHousekeepingNs;
     private long nextBitmapForceNs;
+    private final ConductorEvents events = new ConductorEvents(this);
+    private final GroupMetricsPublisher groupMetrics = new GroupMetricsPublisher(this);
+    private long nextMetricsNs;
 
     /**
      * Opens every resource, in an order that fails before anything is half-started.
@@ -201,6 +204,12 @@ public final class Conductor implements Agent, ControlServer.Handler
             nextHousekeepingNs = nowNs + HOUSEKEEPING_INTERVAL_NS;
             cnc.heartbeat(System.currentTimeMillis());
             groups.housekeeping();
+            events.tick();
+            if (nowNs >= nextMetricsNs)
+            {
+                nextMetricsNs = nowNs + GroupMetricsPublisher.INTERVAL_NS;
+                groupMetrics.update();
+            }
             if (nowNs >= nextBitmapForceNs)
             {
                 nextBitmapForceNs = nowNs + ctx.bitmapForceIntervalNs();
@@ -447,6 +456,8 @@ public final class Conductor implements Agent, ControlServer.Handler
         {
             connection.close();
         }
+        events.close("blockmoverd is stopping");
+        // The group counters stay allocated: 'blockmover stat' shows the last figures of a stopped daemon.
         CloseHelper.quietClose(groups);
         CloseHelper.quietClose(listener);
         CloseHelper.quietClose(rdmaListener);
@@ -471,13 +482,14 @@ public final class Conductor implements Agent, ControlServer.Handler
                 case "copy" -> copy(client, id, args);
                 case "cancel" -> cancel(client, id, args);
                 case "config" -> client.reply(id, ctx.effective());
+                case "events" -> events.subscribe(client, id, args);
                 default ->
                 {
                     if (!groups.onRequest(client, id, op, args))
                     {
                         throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op + "' (known: " +
                             "ping, status, jobs, job, copy, cancel, config, groups, group-status, group-create, " +
-                            "group-suspend, group-resume, group-delete)");
+                            "group-suspend, group-resume, group-delete, group-switch, group-set, events)");
                     }
                 }
             }
@@ -576,6 +588,14 @@ public final class Conductor implements Agent, ControlServer.Handler
             }
         }
         return list;
+    }
+
+    /**
+     * @return every persisted job as 'blockmover jobs --json' shows it.
+     */
+    List<Map<String, Object>> jobDescriptions()
+    {
+        return listJobs();
     }
 
     Map<String, Object> describe(final CopyJob job)
@@ -797,6 +817,7 @@ public final class Conductor implements Agent, ControlServer.Handler
     void error(final String message)
     {
         cnc.counter(SystemCounter.ERRORS).increment();
+        events.error(message);
         LOG.log(System.Logger.Level.WARNING, message);
     }
 }

@@ -234,7 +234,10 @@ final class DestinationGroupHandle
             {
                 s.put("records_received", receiver.recordsReceived());
                 s.put("checksum_failures", receiver.checksumFailures());
+                s.put("bytes_received", receiver.connection().bytesReceived());
+                s.put("bytes_sent", receiver.connection().bytesSent());
             }
+            io.blockmover.replication.group.GroupStatus.describe(group, s);
         }
         return s;
     }

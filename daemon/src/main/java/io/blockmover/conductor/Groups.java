@@ -194,7 +194,16 @@ final class Groups implements AutoCloseable
         for (final SourceGroupHandle handle : sources.values())
         {
             handle.reclaimLogSpace();
+            handle.checkRpoTarget();
         }
+    }
+
+    /**
+     * @return the status of every group, as 'blockmover group status --json' shows it.
+     */
+    List<Map<String, Object>> statuses()
+    {
+        return list();
     }
 
     /**
@@ -212,6 +221,7 @@ final class Groups implements AutoCloseable
             case "group-resume" -> client.reply(id, suspend(name(args), false));
             case "group-delete" -> client.reply(id, delete(name(args)));
             case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")));
+            case "group-set" -> client.reply(id, set(name(args), args));
             default ->
             {
                 return false;
@@ -346,6 +356,7 @@ final class Groups implements AutoCloseable
         }
         final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_SOURCE, peer, mode,
             "block".equals(onDisconnect), pairs, logSize, conductor.ctx().chunkLength(), System.currentTimeMillis());
+        config.rpoTargetMs = rpoTargetMs(args);
         store.delete(name);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
         try
@@ -360,6 +371,47 @@ final class Groups implements AutoCloseable
         handle.awaitAcceptance(client, id);
         pending.add(handle);
         conductor.log("group " + name + " created, waiting for " + peer + " to accept it");
+    }
+
+    private static long rpoTargetMs(final Map<String, Object> args)
+    {
+        final Object raw = args.get("rpo_target_ms");
+        if (raw == null)
+        {
+            return 0;
+        }
+        if (!(raw instanceof Number n) || n.longValue() < 0 || n.longValue() > 86_400_000L)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--rpo-target must be between 0 (none) and 24h, " +
+                "not " + raw);
+        }
+        return n.longValue();
+    }
+
+    /**
+     * Changes the settings of a source group that can change while it runs (today: its RPO target).
+     */
+    private Map<String, Object> set(final String name, final Map<String, Object> args)
+    {
+        final SourceGroupHandle handle = sources.get(name);
+        if (handle == null)
+        {
+            if (destinations.containsKey(name))
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
+                    "set its RPO target on its source, " + destinations.get(name).config.peer);
+            }
+            throw noSuchGroup(name);
+        }
+        if (!args.containsKey("rpo_target_ms"))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target");
+        }
+        handle.config.rpoTargetMs = rpoTargetMs(args);
+        store.save(handle.config);
+        conductor.log("group " + name + ": RPO target " + (handle.config.rpoTargetMs == 0 ? "removed" :
+            "set to " + io.blockmover.replication.group.RpoTarget.format(handle.config.rpoTargetMs)));
+        return handle.status();
     }
 
     private boolean exists(final String name)
@@ -495,6 +547,7 @@ final class Groups implements AutoCloseable
         final GroupConfig config = new GroupConfig(old.name, GroupConfig.ROLE_SOURCE, old.peer, old.mode,
             old.blockOnDisconnect, pairs, old.logSize, old.regionLength, old.createdMs);
         config.initialSyncDone = !failover;
+        config.rpoTargetMs = old.rpoTargetMs;
         SourceGroupHandle.createBitmaps(store.dir(old.name), config, failover);
         store.save(config);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
@@ -523,6 +576,7 @@ final class Groups implements AutoCloseable
         final GroupConfig config = new GroupConfig(old.name, GroupConfig.ROLE_DESTINATION, old.peer, old.mode,
             old.blockOnDisconnect, swap(old.volumes), old.logSize, old.regionLength, old.createdMs);
         config.initialSyncDone = true;
+        config.rpoTargetMs = old.rpoTargetMs;
         store.save(config);
         final DestinationGroupHandle handle = new DestinationGroupHandle(conductor, store, config);
         destinations.put(config.name, handle);

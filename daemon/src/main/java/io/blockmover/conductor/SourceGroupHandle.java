@@ -61,6 +61,7 @@ final class SourceGroupHandle
     private long switchDeadlineNs;
     private long switchRetryNs;
     private PeerDialer switchDialer;
+    private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -544,6 +545,25 @@ final class SourceGroupHandle
         }
     }
 
+    /**
+     * Housekeeping: compares the RPO with the group's target and logs when it passes it or recovers (events and
+     * counters show it from the status).
+     */
+    void checkRpoTarget()
+    {
+        if (group == null)
+        {
+            return;
+        }
+        final double rpoSeconds = GroupStatus.rpoSeconds(group);
+        if (rpoTarget.update(rpoSeconds, config.rpoTargetMs))
+        {
+            conductor.log("group " + config.name + ": RPO " + String.format(java.util.Locale.ROOT, "%.1f", rpoSeconds) +
+                " s " + (rpoTarget.isExceeded() ? "exceeds" : "is back within") + " its target of " +
+                io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs));
+        }
+    }
+
     GroupState state()
     {
         if (group == null)
@@ -622,6 +642,16 @@ final class SourceGroupHandle
         if (group != null)
         {
             GroupStatus.describe(group, s);
+        }
+        if (config.rpoTargetMs > 0)
+        {
+            s.put("rpo_target_s", config.rpoTargetMs / 1000.0);
+            s.put("rpo_target_exceeded", rpoTarget.isExceeded());
+        }
+        if (shipper != null)
+        {
+            s.put("bytes_sent", shipper.connection().bytesSent());
+            s.put("bytes_received", shipper.connection().bytesReceived());
         }
         return s;
     }

@@ -238,6 +238,7 @@ public final class ControlServer implements AutoCloseable
         private final ArrayDeque<ByteBuffer> out = new ArrayDeque<>();
         private boolean closeAfterWrite;
         private boolean closed;
+        private long queuedBytes;
 
         Client(final SocketChannel channel)
         {
@@ -279,6 +280,50 @@ public final class ControlServer implements AutoCloseable
             send(reply);
         }
 
+        /**
+         * Queues a line that is already encoded (a JSON object and its newline), e.g. an event shared by every
+         * subscriber: the bytes are written as they are and never modified.
+         *
+         * @param line to send.
+         */
+        public void sendLine(final byte[] line)
+        {
+            if (closed)
+            {
+                return;
+            }
+            out.add(ByteBuffer.wrap(line));
+            queuedBytes += line.length;
+            try
+            {
+                flush();
+            }
+            catch (final IOException ex)
+            {
+                close();
+            }
+        }
+
+        /**
+         * @return bytes queued for this client and not yet taken by it (a stream's back-pressure).
+         */
+        public long pendingBytes()
+        {
+            return queuedBytes;
+        }
+
+        /**
+         * Closes the connection once everything queued is written: the end of a stream.
+         */
+        public void closeAfterFlush()
+        {
+            closeAfterWrite = true;
+            if (out.isEmpty())
+            {
+                close();
+            }
+        }
+
         private void send(final Map<String, Object> reply)
         {
             if (closed)
@@ -291,6 +336,7 @@ public final class ControlServer implements AutoCloseable
                 final ByteBuffer buffer = ByteBuffer.allocate(bytes.length + 1);
                 buffer.put(bytes).put((byte)'\n').flip();
                 out.add(buffer);
+                queuedBytes += buffer.remaining();
                 flush();
             }
             catch (final IOException ex)
@@ -304,7 +350,7 @@ public final class ControlServer implements AutoCloseable
             while (!out.isEmpty())
             {
                 final ByteBuffer head = out.peek();
-                channel.write(head);
+                queuedBytes -= channel.write(head);
                 if (head.hasRemaining())
                 {
                     interest(SelectionKey.OP_READ | SelectionKey.OP_WRITE);

@@ -121,12 +121,30 @@ public final class Blockmoverd implements Callable<Integer>
             (throwable) -> LOG.log(System.Logger.Level.ERROR, "conductor error", throwable),
             cnc.counter(SystemCounter.ERRORS),
             conductor);
+        io.blockmover.metrics.MetricsHttpServer metrics = null;
+        if (ctx.metricsListen() != null)
+        {
+            try
+            {
+                metrics = io.blockmover.metrics.MetricsHttpServer.start(ctx.metricsListen(), ctx.countersFile());
+            }
+            catch (final BlockmoverException ex)
+            {
+                System.err.println("blockmoverd: " + ex.getMessage());
+                conductor.onClose();
+                cnc.close();
+                return EXIT_CONFIG;
+            }
+            LOG.log(System.Logger.Level.INFO, "metrics on http://" + ctx.metricsListen().getHostString() + ":" +
+                ctx.metricsListen().getPort() + "/metrics");
+        }
         AgentRunner.startOnThread(runner);
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " ready: peers on " + ctx.listen() +
             ", control " + ctx.controlSocket() + ", peers " + ctx.peers().keySet() + ", chunk " + ctx.chunkLength() +
             " bytes, slab " + ctx.slabSlots() + " slots");
         barrier.await();
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopping");
+        org.agrona.CloseHelper.quietClose(metrics);
         runner.close();
         cnc.close();
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopped");

@@ -84,6 +84,7 @@ public final class Context
     private long flushBytes;
     private Path nbdSocket;
     private InetSocketAddress nbdListen;
+    private InetSocketAddress metricsListen;
     private int nbdWorkers;
     private long groupLogSize;
     private final Map<String, Path> localExports = new TreeMap<>();
@@ -241,6 +242,15 @@ public final class Context
             problems.add(FLUSH_BYTES + " " + effective.get(FLUSH_BYTES) + " must be at least one chunk");
         }
         flushIntervalNs = duration(FLUSH_INTERVAL, problems);
+        final String metricsText = effective.get(Configuration.METRICS_LISTEN).trim();
+        metricsListen = metricsText.isEmpty() ? null : address(Configuration.METRICS_LISTEN, metricsText, problems);
+        if (metricsListen != null && !metricsListen.getAddress().isLoopbackAddress())
+        {
+            problems.add(Configuration.METRICS_LISTEN + " " + metricsText + " is not a loopback address: the " +
+                "metrics endpoint has no authentication, so it listens on 127.0.0.1 or ::1 only (scrape through " +
+                "node_exporter's textfile collector or a local proxy instead)");
+            metricsListen = null;
+        }
         resolvePeers(raw, problems);
 
         if (!problems.isEmpty())
@@ -602,6 +612,14 @@ public final class Context
     public InetSocketAddress nbdListen()
     {
         return nbdListen;
+    }
+
+    /**
+     * @return the loopback address of the metrics endpoint, or null for none.
+     */
+    public InetSocketAddress metricsListen()
+    {
+        return metricsListen;
     }
 
     public int nbdWorkers()

@@ -2,8 +2,10 @@ package io.blockmover.replication.group;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
 
+import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.NanoClock;
@@ -20,6 +22,7 @@ import io.blockmover.replication.log.RecordLog;
  */
 public final class DestinationGroup implements Agent, AutoCloseable
 {
+    static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
     private final GroupConfig config;
     private final Volume[] volumes;
     private final RecordLog log;
@@ -36,6 +39,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long appliedLsn;
     private volatile long recordsApplied;
     private volatile String failure;
+    /** Time to write one record to its volume (apply stage). */
+    final ConcurrentHistogram applyNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
+    /** Time to force the log, which makes received records durable (the destination's side of remote flush). */
+    final ConcurrentHistogram logForceNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
 
     /**
      * @param config          the group.
@@ -154,7 +161,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
         buffer.clear();
         buffer.put(payload).flip();
         final int vol = cursor.volume();
+        final long startNs = clock.nanoTime();
         volumes[vol].write(cursor.offset(), buffer, cursor.length());
+        applyNs.recordValue(Math.min(clock.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         if (unforcedBytes == 0)
         {
             firstUnforcedNs = clock.nanoTime();

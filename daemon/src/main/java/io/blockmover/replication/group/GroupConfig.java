@@ -25,6 +25,8 @@ public final class GroupConfig
     public final long createdMs;
     public boolean suspended;
     public boolean initialSyncDone;
+    /** RPO target in milliseconds; 0 for none (see {@link RpoTarget}). */
+    public long rpoTargetMs;
 
     /**
      * One replicated volume: where it lives on the source and on the destination, and its size.
@@ -109,6 +111,7 @@ public final class GroupConfig
         r.put("created_ms", createdMs);
         r.put("suspended", suspended);
         r.put("initial_sync_done", initialSyncDone);
+        r.put("rpo_target_ms", rpoTargetMs);
         return r;
     }
 
@@ -128,6 +131,7 @@ public final class GroupConfig
             ((Number)r.get("created_ms")).longValue());
         c.suspended = Boolean.TRUE.equals(r.get("suspended"));
         c.initialSyncDone = Boolean.TRUE.equals(r.get("initial_sync_done"));
+        c.rpoTargetMs = r.get("rpo_target_ms") instanceof Number n ? n.longValue() : 0;
         return c;
     }
 }

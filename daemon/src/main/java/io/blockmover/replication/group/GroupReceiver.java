@@ -260,7 +260,9 @@ public final class GroupReceiver implements Agent
             unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
         if (forceNow && appendedLsn > durableLsn)
         {
+            final long startNs = clock.nanoTime();
             log.force();
+            group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
             unforcedBytes = 0;
             durableLsn = appendedLsn;
             ackedLsn = appendedLsn;
@@ -320,6 +322,13 @@ public final class GroupReceiver implements Agent
     @Override
     public void onClose()
     {
+        if (claim != null)
+        {
+            // A session that dies halfway through a record's payload must give the claim back: the log outlives
+            // the session, and the next session's first claim would otherwise fail for ever.
+            claim = null;
+            log.abort();
+        }
         status.fail(ErrorCode.CANCELLED, "session closed", true);
     }
 }

@@ -44,8 +44,7 @@ public final class GroupStatus
         status.put("log", log);
         final long rpoBytes = group.rpoBytes();
         status.put("rpo_bytes", rpoBytes);
-        status.put("rpo_seconds", rpoBytes == 0 && isDrained(group) ? 0.0 :
-            (System.currentTimeMillis() - group.caughtUpMs()) / 1000.0);
+        status.put("rpo_seconds", rpoSeconds(group, rpoBytes));
         status.put("partner_current", group.isPartnerCurrent());
         // Outside the initial sync, a dirty region means the log could not hold everything (it filled up, or the
         // partner lost continuity): the RPO is no longer what the log bounds, until resync catches up.
@@ -60,6 +59,35 @@ public final class GroupStatus
         latency.put("local_write", latency(group.localWriteNs));
         latency.put("partner_ack", latency(group.partnerAckNs));
         latency.put("remote_flush", latency(group.remoteFlushNs));
+        status.put("latency", latency);
+    }
+
+    /**
+     * @param group a source group.
+     * @return seconds of writes the destination may not hold durably: 0 when drained, else the time since it
+     *     last was.
+     */
+    public static double rpoSeconds(final SourceGroup group)
+    {
+        return rpoSeconds(group, group.rpoBytes());
+    }
+
+    private static double rpoSeconds(final SourceGroup group, final long rpoBytes)
+    {
+        return rpoBytes == 0 && isDrained(group) ? 0.0 : (System.currentTimeMillis() - group.caughtUpMs()) / 1000.0;
+    }
+
+    /**
+     * Adds a destination group's latency percentiles (apply to the volume, force of the log) to a status map.
+     *
+     * @param group  a destination group.
+     * @param status the map to fill.
+     */
+    public static void describe(final DestinationGroup group, final Map<String, Object> status)
+    {
+        final Map<String, Object> latency = new LinkedHashMap<>();
+        latency.put("apply", latency(group.applyNs));
+        latency.put("log_force", latency(group.logForceNs));
         status.put("latency", latency);
     }
 

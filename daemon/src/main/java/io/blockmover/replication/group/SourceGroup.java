@@ -74,6 +74,8 @@ public final class SourceGroup implements AutoCloseable
     private volatile boolean bitmapsTouched;
     private volatile Runnable shipperWakeup = () -> { };
     private volatile long caughtUpMs = System.currentTimeMillis();
+    private long rpoMarkLsn = -1; // Shipper thread only, like rpoMarkMs.
+    private long rpoMarkMs;
 
     final AtomicLong writes = new AtomicLong();
     final AtomicLong bytesWritten = new AtomicLong();
@@ -586,9 +588,30 @@ public final class SourceGroup implements AutoCloseable
                 progress.notifyAll();
             }
         }
-        if (linked && durableLsn >= publishedLsn && dirtyRegions() == 0)
+        if (!linked)
         {
-            caughtUpMs = System.currentTimeMillis();
+            rpoMarkLsn = -1;
+            return;
+        }
+        // RPO in seconds is the age of the oldest write the partner may lack. Under a steady stream of writes the
+        // partner is never fully drained, so a mark remembers when LSN rpoMarkLsn was the newest: once that LSN is
+        // durable there, every write older than the mark is, and the RPO is at most the mark's age.
+        final long durable = durableLsn;
+        final long published = publishedLsn;
+        if (durable >= published || (rpoMarkLsn >= 0 && durable >= rpoMarkLsn))
+        {
+            if (dirtyRegions() == 0)
+            {
+                final long nowMs = System.currentTimeMillis();
+                caughtUpMs = durable >= published ? nowMs : rpoMarkMs;
+                rpoMarkLsn = durable >= published ? -1 : published;
+                rpoMarkMs = nowMs;
+            }
+        }
+        else if (rpoMarkLsn < 0)
+        {
+            rpoMarkLsn = published;
+            rpoMarkMs = System.currentTimeMillis();
         }
     }
 
