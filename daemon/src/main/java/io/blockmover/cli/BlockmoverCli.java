@@ -36,6 +36,7 @@ import io.blockmover.cnc.CncFile;
         BlockmoverCli.Status.class,
         BlockmoverCli.Stat.class,
         GroupCommand.class,
+        VerifyCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",

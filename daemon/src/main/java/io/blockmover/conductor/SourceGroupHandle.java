@@ -61,6 +61,7 @@ final class SourceGroupHandle
     private long switchDeadlineNs;
     private long switchRetryNs;
     private PeerDialer switchDialer;
+    private boolean partnerVerifies;
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -169,6 +170,14 @@ final class SourceGroupHandle
         return group;
     }
 
+    /**
+     * @return whether the partner offered verify when the group last linked.
+     */
+    boolean partnerVerifies()
+    {
+        return partnerVerifies;
+    }
+
     boolean isPending()
     {
         return pendingClient != null;
@@ -269,6 +278,7 @@ final class SourceGroupHandle
     private void startSession(final Map<String, Object> opened, final long nowNs)
     {
         final long held = ((Number)opened.get("held_lsn")).longValue();
+        partnerVerifies = Boolean.TRUE.equals(opened.get("verify"));
         final int sessionId = dialer.sessionId();
         final FrameConnection connection = dialer.takeConnection();
         final RecordLog log = group.log();
@@ -623,6 +633,7 @@ final class SourceGroupHandle
         {
             GroupStatus.describe(group, s);
         }
+        conductor.groups().verifies().describe(config, s);
         return s;
     }
 }
