@@ -50,7 +50,7 @@ public final class VerifyInterval
 
     /**
      * @param ms an interval in milliseconds.
-     * @return its shortest exact form ("7d", "90s"), or "off" for 0.
+     * @return its shortest exact form in days or less ("7d", "14d", "90s"), or "off" for 0.
      */
     public static String format(final long ms)
     {
@@ -58,7 +58,8 @@ public final class VerifyInterval
         {
             return "off";
         }
-        for (int i = 0; i < UNITS.length; i++)
+        // Days at most: an admin who wrote 7d or 14d reads it back as written.
+        for (int i = 1; i < UNITS.length; i++)
         {
             if (ms % UNIT_MS[i] == 0)
             {
