@@ -16,6 +16,7 @@ import picocli.CommandLine.Parameters;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.daemon.Context;
 import io.blockmover.replication.verify.VerifyInterval;
 
 /**
@@ -52,6 +53,11 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
 
     @Option(names = "--repair", description = "resend the regions that differ, so both sides are equal again")
     boolean repair;
+
+    @Option(names = "--max-rate", paramLabel = "RATE", description = "read at most RATE bytes per second on each " +
+        "side (e.g. 200m), so the verify leaves the disks to client writes; default: as fast as the partner " +
+        "answers")
+    String maxRate;
 
     @Option(names = "--detach", description = "return once the verify has started; follow it with 'blockmover " +
         "group status GROUP'")
@@ -96,6 +102,17 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
         final Map<String, Object> args = new LinkedHashMap<>();
         args.put("name", name);
         args.put("repair", repair);
+        if (maxRate != null)
+        {
+            try
+            {
+                args.put("max_rate", Context.parseSize(maxRate));
+            }
+            catch (final IllegalArgumentException ex)
+            {
+                throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--max-rate " + maxRate + ": " + ex.getMessage());
+            }
+        }
         try (ControlClient client = ControlClient.connect(socket()))
         {
             Map<String, Object> job = (Map<String, Object>)client.call("group-verify", args);

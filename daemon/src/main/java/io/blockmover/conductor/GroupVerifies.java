@@ -62,6 +62,8 @@ final class GroupVerifies
         long finishedMs;
         long compared;
         long counted;
+        long progress = -1;
+        long progressNs;
         long skipped;
         long different;
         List<long[]> mismatches = List.of();
@@ -105,7 +107,7 @@ final class GroupVerifies
         switch (op)
         {
             case "group-verify" -> client.reply(id, describe(start(name, Boolean.TRUE.equals(args.get("repair")),
-                false)));
+                false, args.get("max_rate") instanceof Number n ? n.longValue() : 0)));
             case "group-verify-status" -> client.reply(id, verifyStatus(name));
             case "group-verify-schedule" -> client.reply(id, schedule(name, args.get("interval_ms")));
             default ->
@@ -133,7 +135,7 @@ final class GroupVerifies
             conductor.ctx().nodeName() + " (see 'blockmover group status')");
     }
 
-    private Job start(final String name, final boolean repair, final boolean scheduled)
+    private Job start(final String name, final boolean repair, final boolean scheduled, final long maxRate)
     {
         final SourceGroupHandle handle = source(name);
         final Job current = jobs.get(name);
@@ -181,7 +183,7 @@ final class GroupVerifies
             group.verifier(verifier);
         }
         final Job job = new Job(nextJobId++, name, repair, scheduled, group, verifier);
-        verifier.start(job.id);
+        verifier.start(job.id, maxRate);
         jobs.put(name, job);
         running.add(job);
         conductor.log("group " + name + ": " + (scheduled ? "scheduled " : "") + "verify " + job.id + " started (" +
@@ -273,11 +275,17 @@ final class GroupVerifies
                 fail(job, ErrorCode.IO_ERROR, verifier.failure());
                 return;
             }
-            if (verifier.outstanding() > 0 && nowNs - verifier.lastResultNs() > STALL_NS)
+            if (job.compared + job.skipped != job.progress)
             {
-                fail(job, ErrorCode.PEER_UNREACHABLE, "no verify result from " + handle.config.peer + " for " +
-                    STALL_NS / 1_000_000_000L + " s (its log may be stuck: see 'blockmover group status " +
-                    job.group + "' there)");
+                job.progress = job.compared + job.skipped;
+                job.progressNs = nowNs;
+            }
+            else if (nowNs - job.progressNs > STALL_NS)
+            {
+                fail(job, ErrorCode.PEER_UNREACHABLE, "no region compared for " + STALL_NS / 1_000_000_000L +
+                    " s: " + (verifier.outstanding() > 0 ? handle.config.peer + " does not answer (see 'blockmover " +
+                    "group status " + job.group + "' there)" : "the log has no room (see 'blockmover group status " +
+                    job.group + "')"));
                 return;
             }
             if (!verifier.isDone())
@@ -400,7 +408,7 @@ final class GroupVerifies
             }
             if (nowMs >= dueMs)
             {
-                start(config.name, false, true);
+                start(config.name, false, true, 0);
                 started++;
             }
         }

@@ -96,7 +96,7 @@ class VerifyIT
         final Run onDestination = testbed.cli("site-b", "verify", NAME).expect(4);
         assertTrue(onDestination.stderr().contains("run 'blockmover verify " + NAME + "' on site-a"),
             onDestination.stderr());
-        testbed.cli("site-a", "group", "suspend", NAME).expect(0);
+        testbed.call("site-a", "group-suspend", Map.of("name", NAME));
         try
         {
             final Run suspended = testbed.cli("site-a", "verify", NAME).expect(4);
@@ -104,7 +104,7 @@ class VerifyIT
         }
         finally
         {
-            testbed.cli("site-a", "group", "resume", NAME).expect(0);
+            testbed.call("site-a", "group-resume", Map.of("name", NAME));
         }
         awaitReplicated(testbed, NAME, 30);
     }
@@ -124,7 +124,9 @@ class VerifyIT
         {
             Testbed.await("the writer to get going", 30, () -> writer.acked() > 200);
             // In-process, so the writes counted are those made while the job ran, not during a JVM start.
-            job = (Map<String, Object>)testbed.call("site-a", "group-verify", Map.of("name", NAME));
+            // Paced to about a second, so plenty of writes land in the regions while they are being compared.
+            job = (Map<String, Object>)testbed.call("site-a", "group-verify", Map.of("name", NAME, "max_rate",
+                64L * MIB));
             while ("verifying".equals(job.get("state")))
             {
                 if (ackedWhileVerifying < 0)
@@ -140,7 +142,7 @@ class VerifyIT
         {
             writer.stop();
         }
-        assertTrue(ackedWhileVerifying > 0 && ackedAtEnd - ackedWhileVerifying > 20, "the writer wrote " +
+        assertTrue(ackedWhileVerifying > 0 && ackedAtEnd - ackedWhileVerifying > 50, "the writer wrote " +
             (ackedAtEnd - ackedWhileVerifying) + " blocks while the verify ran: too few to test it under load");
         assertEquals("identical", job.get("result"), job.toString());
         assertEquals(2 * SIZE / MIB, number(job, "regions_total"));
@@ -150,9 +152,11 @@ class VerifyIT
         assertTrue(testbed.counter("site-a", "regions compared") >= comparedBefore + number(job, "regions_compared"));
         awaitReplicated(testbed, NAME, 30);
         GroupChecks.assertSameVolumes(sources, destinations, SIZE);
-        // The same through the command: its JSON summary.
-        final Map<String, Object> quiet = verify(0);
-        assertEquals("identical", quiet.get("result"), quiet.toString());
+        // The same through the command, paced: 64 MiB at 128 MiB/s cannot take less than about half a second.
+        final Map<String, Object> paced = verify(0, "--max-rate", "128m");
+        assertEquals("identical", paced.get("result"), paced.toString());
+        final long ms = number(paced, "finished_ms") - number(paced, "started_ms");
+        assertTrue(ms >= 400, "a verify paced at 128 MiB/s took " + ms + " ms");
     }
 
     @Test
@@ -237,14 +241,14 @@ class VerifyIT
         assertEquals("identical", again.get("result"), again.toString());
         assertEquals(0, number(again, "regions_different"), again.toString());
         awaitReplicated(testbed, NAME, 30);
-        testbed.cli("site-a", "group", "suspend", NAME).expect(0);
+        testbed.call("site-a", "group-suspend", Map.of("name", NAME));
         try
         {
             GroupChecks.assertSameVolumes(sources, destinations, SIZE);
         }
         finally
         {
-            testbed.cli("site-a", "group", "resume", NAME).expect(0);
+            testbed.call("site-a", "group-resume", Map.of("name", NAME));
         }
     }
 }

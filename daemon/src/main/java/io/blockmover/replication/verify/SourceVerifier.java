@@ -47,6 +47,8 @@ public final class SourceVerifier implements SourceGroup.Verifier
     private volatile boolean scanDone;
     private volatile String failure;
     private volatile long lastResultNs;
+    private volatile long regionIntervalNs;
+    private long nextRegionNs;
     private long runningJob;
     private int volume;
     private long region;
@@ -90,6 +92,18 @@ public final class SourceVerifier implements SourceGroup.Verifier
      */
     public void start(final long id)
     {
+        start(id, 0);
+    }
+
+    /**
+     * Starts a job; the previous one must be finished or abandoned. Conductor thread.
+     *
+     * @param id           job id, unique across restarts (results carry it back).
+     * @param maxRateBytes bytes read per second at most, 0 for as fast as the window allows.
+     */
+    public void start(final long id, final long maxRateBytes)
+    {
+        regionIntervalNs = maxRateBytes > 0 ? (long)(config.regionLength * 1e9 / maxRateBytes) : 0;
         synchronized (mismatches)
         {
             mismatches.clear();
@@ -129,6 +143,17 @@ public final class SourceVerifier implements SourceGroup.Verifier
         if (issued.get() - answered.get() >= WINDOW)
         {
             return 0;
+        }
+        final long intervalNs = regionIntervalNs;
+        if (intervalNs > 0)
+        {
+            // Paced: a region every intervalNs, so a verify's reads leave the disk to client writes.
+            final long nowNs = System.nanoTime();
+            if (nowNs - nextRegionNs < 0)
+            {
+                return 0;
+            }
+            nextRegionNs = Math.max(nextRegionNs + intervalNs, nowNs - intervalNs);
         }
         while (volume < config.volumes.size() && region >= regions(volume))
         {
