@@ -192,9 +192,10 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
         final List<Map<String, Object>> mismatches = (List<Map<String, Object>>)job.get("mismatches");
         if (mismatches != null)
         {
+            final String verb = "repaired".equals(job.get("result")) ? "resent" : "differs";
             for (final Map<String, Object> m : mismatches)
             {
-                s.append(String.format(Locale.ROOT, "%n  differs: %s -> %s  offset %d  length %d",
+                s.append(String.format(Locale.ROOT, "%n  %s: %s -> %s  offset %d  length %d", verb,
                     m.get("source"), m.get("target"), number(m, "offset"), number(m, "length")));
             }
         }
