@@ -188,7 +188,9 @@ public final class SourceGroup implements AutoCloseable
         long replayed = 0;
         while (cursor.next())
         {
-            if ((cursor.flags() & RECORD_WRITTEN) == 0)
+            // A VERIFY record (digests, no data) is never written to a volume; one left by this group's time
+            // as a destination has no WRITTEN flag.
+            if ((cursor.flags() & (RECORD_WRITTEN | io.blockmover.replication.verify.VerifyRecord.RECORD_VERIFY)) == 0)
             {
                 buffer.clear();
                 buffer.put(cursor.payload()).flip();

@@ -160,6 +160,22 @@ class SourceVerifierTest
         assertTrue(group.log().isEmpty() == false);
     }
 
+    @Test
+    void shouldNeverReplayAVerifyRecordOntoTheVolume() throws IOException
+    {
+        group = open(1L << 20);
+        // As a destination's log holds it after a switch: VERIFY flag, no WRITTEN flag.
+        final ByteBuffer digests = ByteBuffer.allocate(VerifyRecord.DIGESTS_OFFSET + 16);
+        for (int i = 0; i < digests.capacity(); i++)
+        {
+            digests.put(i, (byte)0x77);
+        }
+        assertTrue(group.log().tryAppend(group.log().tailLsn() + 1, 0, 2L * REGION, VerifyRecord.RECORD_VERIFY,
+            digests, 0, digests.capacity()) >= 0);
+        assertEquals(0, group.replayUnwritten());
+        assertArrayEquals(new byte[(int)VOLUME_SIZE], Files.readAllBytes(dir.resolve("volume.img")));
+    }
+
     private static FrameHeader result(final long lsn, final int volume, final long offset, final long mask)
     {
         return new FrameHeader().reset(FrameType.VERIFY_RESULT).volumeId(volume).sequence(lsn).offset(offset)
