@@ -37,6 +37,7 @@ import io.blockmover.cnc.CncFile;
         BlockmoverCli.Stat.class,
         GroupCommand.class,
         EventsCommand.class,
+        VerifyCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",

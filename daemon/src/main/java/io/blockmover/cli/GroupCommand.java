@@ -84,6 +84,11 @@ final class GroupCommand implements Callable<Integer>
                 "reconnect) or block writes until it is back. Default: ${DEFAULT-VALUE}")
         String onDisconnect;
 
+        @Option(names = "--verify-interval", paramLabel = "INTERVAL", description = "verify the group on a " +
+            "schedule, e.g. 7d, 12h (see 'blockmover verify'); a scheduled verify reports differences in 'group " +
+            "status' and the log, and never repairs. Default: off")
+        String verifyInterval;
+
         @Option(names = "--seeded", description = "the partner's volumes already hold a similar copy (not " +
             "supported for groups yet: refused)")
         boolean seeded;
@@ -133,6 +138,18 @@ final class GroupCommand implements Callable<Integer>
             if (seeded)
             {
                 args.put("seeded", true);
+            }
+            if (verifyInterval != null)
+            {
+                try
+                {
+                    args.put("verify_interval_ms", io.blockmover.replication.verify.VerifyInterval.parseMs(
+                        verifyInterval));
+                }
+                catch (final IllegalArgumentException ex)
+                {
+                    throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--verify-interval: " + ex.getMessage());
+                }
             }
             final Map<String, Object> status = (Map<String, Object>)call("group-create", args);
             if (json)
@@ -234,6 +251,10 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
                     lsn.get("applied"), g.get("records_applied"));
+            }
+            if (g.get("verify") instanceof Map<?, ?> verify)
+            {
+                System.out.println("  " + VerifyCommand.statusLine((Map<String, Object>)verify));
             }
             for (final Map<String, Object> v : (List<Map<String, Object>>)g.get("volumes"))
             {

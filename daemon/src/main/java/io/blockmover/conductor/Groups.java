@@ -37,11 +37,13 @@ final class Groups implements AutoCloseable
     private final List<SourceGroupHandle> pending = new ArrayList<>();
     private final List<SourceGroupHandle> pendingSnapshot = new ArrayList<>();
     private final List<Volume> localVolumes = new ArrayList<>();
+    private final GroupVerifies verifies;
 
     Groups(final Conductor conductor)
     {
         this.conductor = conductor;
         this.store = new GroupStore(conductor.ctx().stateDir());
+        this.verifies = new GroupVerifies(conductor, store, sources, destinations);
         final Path socket = conductor.ctx().nbdSocket();
         if (socket != null || conductor.ctx().nbdListen() != null)
         {
@@ -159,6 +161,7 @@ final class Groups implements AutoCloseable
         {
             work += handle.doWork();
         }
+        work += verifies.doWork(nowNs);
         return work;
     }
 
@@ -222,6 +225,8 @@ final class Groups implements AutoCloseable
             case "group-delete" -> client.reply(id, delete(name(args)));
             case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")));
             case "group-set" -> client.reply(id, set(name(args), args));
+            case "group-verify", "group-verify-status", "group-verify-schedule" ->
+                verifies.onRequest(client, id, op, args, name(args));
             default ->
             {
                 return false;
@@ -319,6 +324,7 @@ final class Groups implements AutoCloseable
                 "the group without it (every region is sent), or seed with 'blockmover copy --seeded' first");
         }
         final long logSize = args.get("log_size") instanceof Number n ? n.longValue() : conductor.ctx().groupLogSize();
+        final long verifyIntervalMs = args.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
         if (logSize < 16L * conductor.ctx().chunkLength())
         {
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + " is too small: at least " +
@@ -357,6 +363,7 @@ final class Groups implements AutoCloseable
         final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_SOURCE, peer, mode,
             "block".equals(onDisconnect), pairs, logSize, conductor.ctx().chunkLength(), System.currentTimeMillis());
         config.rpoTargetMs = rpoTargetMs(args);
+        config.verifyIntervalMs = verifyIntervalMs;
         store.delete(name);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
         try
@@ -591,6 +598,11 @@ final class Groups implements AutoCloseable
         }
     }
 
+    GroupVerifies verifies()
+    {
+        return verifies;
+    }
+
     private Map<String, Object> delete(final String name)
     {
         final SourceGroupHandle source = sources.remove(name);
@@ -612,6 +624,7 @@ final class Groups implements AutoCloseable
             destination.close();
             result.put("role", "destination");
         }
+        verifies.forget(name);
         store.delete(name);
         result.put("deleted", true);
         conductor.log("group " + name + " deleted");
@@ -716,6 +729,8 @@ final class Groups implements AutoCloseable
         }
         final Map<String, Object> opened = new LinkedHashMap<>();
         opened.put("held_lsn", handle.heldLsn());
+        // Features this destination offers the source; an older one sends none, and the source then refuses them.
+        opened.put("verify", true);
         try
         {
             channel.sendJson(FrameType.OPENED, sessionId, opened);

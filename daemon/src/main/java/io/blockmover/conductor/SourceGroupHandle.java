@@ -62,6 +62,7 @@ final class SourceGroupHandle
     private long switchRetryNs;
     private PeerDialer switchDialer;
     private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
+    private boolean partnerVerifies;
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -170,6 +171,14 @@ final class SourceGroupHandle
         return group;
     }
 
+    /**
+     * @return whether the partner offered verify when the group last linked.
+     */
+    boolean partnerVerifies()
+    {
+        return partnerVerifies;
+    }
+
     boolean isPending()
     {
         return pendingClient != null;
@@ -270,6 +279,7 @@ final class SourceGroupHandle
     private void startSession(final Map<String, Object> opened, final long nowNs)
     {
         final long held = ((Number)opened.get("held_lsn")).longValue();
+        partnerVerifies = Boolean.TRUE.equals(opened.get("verify"));
         final int sessionId = dialer.sessionId();
         final FrameConnection connection = dialer.takeConnection();
         final RecordLog log = group.log();
@@ -653,6 +663,7 @@ final class SourceGroupHandle
             s.put("bytes_sent", shipper.connection().bytesSent());
             s.put("bytes_received", shipper.connection().bytesReceived());
         }
+        conductor.groups().verifies().describe(config, s);
         return s;
     }
 }

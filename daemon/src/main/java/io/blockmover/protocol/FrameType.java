@@ -42,7 +42,13 @@ public enum FrameType
      */
     DURABLE(15),
     /** Asks a group's destination to make its log durable through LSN = sequence and answer DURABLE. */
-    FLUSH(16);
+    FLUSH(16),
+    /**
+     * The destination compared its copy of a region with the digests of a VERIFY record (see
+     * io.blockmover.replication.verify.VerifyRecord): sequence = the record's LSN, volume id and offset as in the
+     * record, aux = bit i set when sub-block i differs, payload = job id and status.
+     */
+    VERIFY_RESULT(17);
 
     private static final FrameType[] BY_CODE = new FrameType[32];
 

@@ -13,6 +13,8 @@ import org.agrona.concurrent.NanoClock;
 import io.blockmover.buffer.Slab;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.verify.DestinationVerifier;
+import io.blockmover.replication.verify.VerifyRecord;
 
 /**
  * The destination side of a group: its volumes (never writable by anyone else while it is a destination), its
@@ -33,6 +35,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private final long forceBytes;
     private final long forceIntervalNs;
     private final boolean[] unforced;
+    private final DestinationVerifier verifier;
     private long unforcedBytes;
     private long firstUnforcedNs;
     private long appliedPosition = -1;
@@ -66,6 +69,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.buffer = BufferUtil.allocateDirectAligned(log.maxRecordLength(), Slab.ALIGNMENT);
         this.unforced = new boolean[volumes.length];
         this.appliedLsn = log.headLsn() - 1;
+        this.verifier = new DestinationVerifier(config.regionLength);
+    }
+
+    /**
+     * @return this side of verify: results of VERIFY records, for the receiver to send.
+     */
+    public DestinationVerifier verifier()
+    {
+        return verifier;
     }
 
     public GroupConfig config()
@@ -157,6 +169,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // Checked on arrival and again here: a record damaged in the log is never applied.
             throw new IOException("record damaged in the log (checksum mismatch): the destination stops applying " +
                 "here; delete and recreate the group to resend everything");
+        }
+        if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
+        {
+            // Digests, not data: this side's copy is compared at exactly this point of the write history.
+            verifier.check(cursor.lsn(), cursor.volume(), cursor.offset(), payload, volumes[cursor.volume()], buffer);
+            appliedPosition = cursor.position();
+            appliedLsn = cursor.lsn();
+            recordsApplied++;
+            return;
         }
         buffer.clear();
         buffer.put(payload).flip();

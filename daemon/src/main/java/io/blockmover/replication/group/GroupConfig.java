@@ -27,6 +27,8 @@ public final class GroupConfig
     public boolean initialSyncDone;
     /** RPO target in milliseconds; 0 for none (see {@link RpoTarget}). */
     public long rpoTargetMs;
+    /** Scheduled verify (source only): run 'blockmover verify' this often, 0 = off. */
+    public long verifyIntervalMs;
 
     /**
      * One replicated volume: where it lives on the source and on the destination, and its size.
@@ -112,6 +114,7 @@ public final class GroupConfig
         r.put("suspended", suspended);
         r.put("initial_sync_done", initialSyncDone);
         r.put("rpo_target_ms", rpoTargetMs);
+        r.put("verify_interval_ms", verifyIntervalMs);
         return r;
     }
 
@@ -132,6 +135,7 @@ public final class GroupConfig
         c.suspended = Boolean.TRUE.equals(r.get("suspended"));
         c.initialSyncDone = Boolean.TRUE.equals(r.get("initial_sync_done"));
         c.rpoTargetMs = r.get("rpo_target_ms") instanceof Number n ? n.longValue() : 0;
+        c.verifyIntervalMs = r.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
         return c;
     }
 }

@@ -14,6 +14,7 @@ import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.verify.VerifyRecord;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -210,7 +211,8 @@ public final class GroupReceiver implements Agent
             final int length = receiveHeader.payloadLength();
             if (vol < 0 || vol >= group.volumeCount() || offset < 0 || length <= 0 ||
                 offset + length > group.volumeSize(vol) ||
-                (offset % 4096 != 0) || (length % 4096 != 0 && offset + length != group.volumeSize(vol)))
+                (offset % 4096 != 0) || (length % 4096 != 0 && offset + length != group.volumeSize(vol) &&
+                (receiveHeader.aux() & VerifyRecord.RECORD_VERIFY) == 0))
             {
                 throw refuse("record LSN " + lsn + " for volume " + vol + " at " + offset + "+" + length +
                     " is outside the group's volumes");
@@ -273,6 +275,11 @@ public final class GroupReceiver implements Agent
         {
             ackedLsn = appendedLsn;
             send(FrameType.ACK, ackedLsn, nowNs);
+            return 1;
+        }
+        if (group.verifier().sendNext(connection, sendHeader, sessionId))
+        {
+            lastSendNs = nowNs;
             return 1;
         }
         if (nowNs - lastSendNs > heartbeatIntervalNs)

@@ -76,6 +76,8 @@ public final class Resyncer implements Agent
             region = next + 1;
             return 1;
         }
-        return 0;
+        // Nothing dirty: a running verify may fence and digest its next region on this same thread.
+        final SourceGroup.Verifier verifier = group.verifier();
+        return verifier == null ? 0 : verifier.doWork();
     }
 }

@@ -186,6 +186,15 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 {
                     // Proof of life only.
                 }
+                case VERIFY_RESULT ->
+                {
+                    final SourceGroup.Verifier verifier = group.verifier();
+                    if (verifier != null)
+                    {
+                        receivePayload.flip();
+                        verifier.onResult(receiveHeader, receivePayload);
+                    }
+                }
                 case ERROR ->
                 {
                     receivePayload.flip();

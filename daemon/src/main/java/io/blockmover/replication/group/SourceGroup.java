@@ -40,6 +40,8 @@ public final class SourceGroup implements AutoCloseable
     public static final int RECORD_RESYNC = 1;
     /** Log-only flag: the record's bytes reached the local volume (a record without it is replayed at start). */
     public static final int RECORD_WRITTEN = 1 << 16;
+    /** {@link #appendFencedRegion}: the region is dirty, its resend is pending. */
+    public static final long REGION_DIRTY = -2;
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
     private static final long SPIN_BEFORE_WAIT_NS = TimeUnit.MICROSECONDS.toNanos(50);
 
@@ -73,6 +75,7 @@ public final class SourceGroup implements AutoCloseable
     private volatile boolean frozen;
     private volatile boolean bitmapsTouched;
     private volatile Runnable shipperWakeup = () -> { };
+    private volatile Verifier verifier;
     private volatile long caughtUpMs = System.currentTimeMillis();
     private long rpoMarkLsn = -1; // Shipper thread only, like rpoMarkMs.
     private long rpoMarkMs;
@@ -187,7 +190,9 @@ public final class SourceGroup implements AutoCloseable
         long replayed = 0;
         while (cursor.next())
         {
-            if ((cursor.flags() & RECORD_WRITTEN) == 0)
+            // A VERIFY record (digests, no data) is never written to a volume; one left by this group's time
+            // as a destination has no WRITTEN flag.
+            if ((cursor.flags() & (RECORD_WRITTEN | io.blockmover.replication.verify.VerifyRecord.RECORD_VERIFY)) == 0)
             {
                 buffer.clear();
                 buffer.put(cursor.payload()).flip();
@@ -530,6 +535,132 @@ public final class SourceGroup implements AutoCloseable
             shipperWakeup.run();
         }
         return appended;
+    }
+
+    /**
+     * Verify hook: fences a region exactly as {@link #resyncRegion} does, reads it, lets {@code digester} turn its
+     * bytes into a record payload, and appends that record with the given flags (and {@link #RECORD_WRITTEN}, so a
+     * replay never writes it to a volume). Its LSN is after every write the region holds and before every write
+     * it does not, which is what makes a comparison on the destination meaningful while writes flow. Resyncer
+     * thread only, so its fence never overlaps a resync fence.
+     *
+     * @param vol      volume index.
+     * @param region   region index.
+     * @param buffer   aligned buffer of at least one region.
+     * @param payload  buffer the digester fills from index 0.
+     * @param flags    record flags.
+     * @param digester builds the payload from the region's bytes.
+     * @return the record's LSN; {@link RecordLog#NO_SPACE} when there is no room or the group is frozen (try
+     * later); {@link #REGION_DIRTY} when the region is dirty (its resend is pending, nothing to compare).
+     * @throws IOException on a read error.
+     */
+    public long appendFencedRegion(final int vol, final long region, final ByteBuffer buffer, final ByteBuffer payload,
+        final int flags, final RegionDigester digester) throws IOException
+    {
+        final long offset = region * config.regionLength;
+        final int length = (int)Math.min(config.regionLength, config.volumes.get(vol).size - offset);
+        if (log.freeBytes() < 2L * (config.regionLength + 128) && !reclaimLogSpace())
+        {
+            return RecordLog.NO_SPACE;
+        }
+        synchronized (appendLock)
+        {
+            if (frozen || bitmaps[vol].bits().get(region))
+            {
+                return frozen ? RecordLog.NO_SPACE : REGION_DIRTY;
+            }
+            fencedVolume = vol;
+            fencedRegion = region;
+        }
+        long lsn = RecordLog.NO_SPACE;
+        try
+        {
+            while (inflight[vol].get((int)region) > 0)
+            {
+                Thread.onSpinWait();
+            }
+            volumes[vol].read(offset, buffer, length);
+            final int n = digester.digest(buffer, length, payload);
+            synchronized (appendLock)
+            {
+                // A write that fell back to the bitmap since the check above has no LSN: nothing to compare.
+                if (bitmaps[vol].bits().get(region))
+                {
+                    lsn = REGION_DIRTY;
+                }
+                else if (log.tryAppend(lastLsn + 1, vol, offset, flags | RECORD_WRITTEN, payload, 0, n) >= 0)
+                {
+                    lsn = ++lastLsn;
+                    publishedLsn = lsn;
+                }
+            }
+        }
+        finally
+        {
+            synchronized (appendLock)
+            {
+                fencedVolume = -1;
+                fencedRegion = -1;
+                appendLock.notifyAll();
+            }
+        }
+        if (lsn > 0)
+        {
+            shipperWakeup.run();
+        }
+        return lsn;
+    }
+
+    /**
+     * @param value the verify job runner of this group, or null.
+     */
+    public void verifier(final Verifier value)
+    {
+        verifier = value;
+    }
+
+    /**
+     * @return the verify job runner of this group, or null.
+     */
+    public Verifier verifier()
+    {
+        return verifier;
+    }
+
+    /**
+     * Verify's two hooks into the source's agents (see io.blockmover.replication.verify).
+     */
+    public interface Verifier
+    {
+        /**
+         * One step of the running verify, on the resyncer's thread when no region is dirty (resync goes first).
+         *
+         * @return work done.
+         */
+        int doWork();
+
+        /**
+         * A VERIFY_RESULT from the partner, on the shipper's thread.
+         *
+         * @param header  the frame.
+         * @param payload its payload, position 0..limit.
+         */
+        void onResult(io.blockmover.protocol.FrameHeader header, ByteBuffer payload);
+    }
+
+    /**
+     * Turns the bytes of a fenced region into a record payload (see {@link #appendFencedRegion}).
+     */
+    @FunctionalInterface
+    public interface RegionDigester
+    {
+        /**
+         * @param region  the region's bytes from position 0.
+         * @param length  bytes of the region.
+         * @param payload where to write the payload, from index 0.
+         * @return the payload length.
+         */
+        int digest(ByteBuffer region, int length, ByteBuffer payload);
     }
 
     // ----------------------------------------------------------------------------------------------------------

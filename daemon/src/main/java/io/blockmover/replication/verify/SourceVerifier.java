@@ -1,0 +1,339 @@
+package io.blockmover.replication.verify;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.agrona.BufferUtil;
+
+import io.blockmover.buffer.Slab;
+import io.blockmover.protocol.FrameHeader;
+import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.log.RecordLog;
+
+/**
+ * The source's side of a verify job of one group. The resyncer's thread calls {@link #doWork()} when no region is
+ * dirty: it takes the next region, fences it against writes, reads and digests it, and logs a VERIFY record (see
+ * {@link SourceGroup#appendFencedRegion}); at most {@link #WINDOW} regions wait for their result, so verify
+ * advances at the pace the destination applies and never floods the log, and a fence lasts one region's read.
+ * The shipper's thread hands in the partner's results ({@link #onResult}). The conductor starts jobs and reads
+ * progress. One job at a time.
+ */
+public final class SourceVerifier implements SourceGroup.Verifier
+{
+    /** Regions whose VERIFY record is logged but whose result has not come back, at most. */
+    public static final int WINDOW = 32;
+    /** Mismatching ranges kept for the report; beyond that they are only counted. */
+    public static final int MAX_REPORTED = 10_000;
+
+    private final SourceGroup group;
+    private final GroupConfig config;
+    private final int subBlock;
+    private final ByteBuffer regionBuffer;
+    private final ByteBuffer payload = ByteBuffer.allocateDirect(VerifyRecord.MAX_LENGTH);
+    private final VerifyRecord record = new VerifyRecord();
+    private final SourceGroup.RegionDigester digester = this::digest;
+    private final List<long[]> mismatches = new ArrayList<>();
+    private final AtomicLong issued = new AtomicLong();
+    private final AtomicLong answered = new AtomicLong();
+    private final AtomicLong different = new AtomicLong();
+    private final AtomicLong skipped = new AtomicLong();
+    private final AtomicLong stale = new AtomicLong();
+    private volatile long jobId;
+    private volatile boolean scanDone;
+    private volatile String failure;
+    private volatile long lastResultNs;
+    private volatile long regionIntervalNs;
+    private long nextRegionNs;
+    private long runningJob;
+    private int volume;
+    private long region;
+
+    /**
+     * @param group the source group.
+     */
+    public SourceVerifier(final SourceGroup group)
+    {
+        this.group = group;
+        this.config = group.config();
+        this.subBlock = VerifyRecord.subBlockLength(config.regionLength);
+        this.regionBuffer = BufferUtil.allocateDirectAligned(config.regionLength, Slab.ALIGNMENT);
+    }
+
+    /**
+     * @return the sub-block length: the resolution at which mismatches are located.
+     */
+    public int subBlockLength()
+    {
+        return subBlock;
+    }
+
+    /**
+     * @return regions of every volume of the group.
+     */
+    public long totalRegions()
+    {
+        long n = 0;
+        for (final GroupConfig.VolumePair pair : config.volumes)
+        {
+            n += (pair.size + config.regionLength - 1) / config.regionLength;
+        }
+        return n;
+    }
+
+    /**
+     * Starts a job; the previous one must be finished or abandoned. Conductor thread.
+     *
+     * @param id job id, unique across restarts (results carry it back).
+     */
+    public void start(final long id)
+    {
+        start(id, 0);
+    }
+
+    /**
+     * Starts a job; the previous one must be finished or abandoned. Conductor thread.
+     *
+     * @param id           job id, unique across restarts (results carry it back).
+     * @param maxRateBytes bytes read per second at most, 0 for as fast as the window allows.
+     */
+    public void start(final long id, final long maxRateBytes)
+    {
+        regionIntervalNs = maxRateBytes > 0 ? (long)(config.regionLength * 1e9 / maxRateBytes) : 0;
+        synchronized (mismatches)
+        {
+            mismatches.clear();
+        }
+        issued.set(0);
+        answered.set(0);
+        different.set(0);
+        skipped.set(0);
+        failure = null;
+        scanDone = false;
+        lastResultNs = System.nanoTime();
+        jobId = id;
+    }
+
+    /**
+     * Stops the running job: nothing more is logged; late results are ignored. Conductor thread.
+     */
+    public void abandon()
+    {
+        jobId = 0;
+    }
+
+    @Override
+    public int doWork()
+    {
+        final long job = jobId;
+        if (job == 0 || scanDone)
+        {
+            return 0;
+        }
+        if (job != runningJob)
+        {
+            runningJob = job;
+            volume = 0;
+            region = 0;
+        }
+        if (issued.get() - answered.get() >= WINDOW)
+        {
+            return 0;
+        }
+        final long intervalNs = regionIntervalNs;
+        if (intervalNs > 0)
+        {
+            // Paced: a region every intervalNs, so a verify's reads leave the disk to client writes.
+            final long nowNs = System.nanoTime();
+            if (nowNs - nextRegionNs < 0)
+            {
+                return 0;
+            }
+            nextRegionNs = Math.max(nextRegionNs + intervalNs, nowNs - intervalNs);
+        }
+        while (volume < config.volumes.size() && region >= regions(volume))
+        {
+            volume++;
+            region = 0;
+        }
+        if (volume >= config.volumes.size())
+        {
+            scanDone = true;
+            return 0;
+        }
+        final long lsn;
+        try
+        {
+            lsn = group.appendFencedRegion(volume, region, regionBuffer, payload, VerifyRecord.RECORD_VERIFY,
+                digester);
+        }
+        catch (final IOException ex)
+        {
+            failure = "cannot read " + config.volumes.get(volume).source + " at region " + region + ": " +
+                ex.getMessage();
+            scanDone = true;
+            return 0;
+        }
+        if (lsn == RecordLog.NO_SPACE)
+        {
+            return 0;
+        }
+        if (lsn == SourceGroup.REGION_DIRTY)
+        {
+            skipped.incrementAndGet();
+        }
+        else
+        {
+            issued.incrementAndGet();
+        }
+        region++;
+        return 1;
+    }
+
+    private long regions(final int vol)
+    {
+        return (config.volumes.get(vol).size + config.regionLength - 1) / config.regionLength;
+    }
+
+    private int digest(final ByteBuffer data, final int length, final ByteBuffer out)
+    {
+        return record.encode(runningJob, data, length, subBlock, out);
+    }
+
+    @Override
+    public void onResult(final FrameHeader header, final ByteBuffer result)
+    {
+        if (result.remaining() < VerifyRecord.RESULT_LENGTH)
+        {
+            return;
+        }
+        final long id = result.order(ByteOrder.LITTLE_ENDIAN).getLong(result.position());
+        if (id != jobId || id == 0)
+        {
+            stale.incrementAndGet();
+            return;
+        }
+        final int status = result.getInt(result.position() + VerifyRecord.RESULT_STATUS_OFFSET);
+        final long mask = status == VerifyRecord.STATUS_COMPARED ? header.aux() : -1L;
+        if (mask != 0)
+        {
+            different.incrementAndGet();
+            addMismatches(header.volumeId(), header.offset(), mask);
+        }
+        lastResultNs = System.nanoTime();
+        answered.incrementAndGet();
+    }
+
+    private void addMismatches(final int vol, final long regionOffset, final long mask)
+    {
+        if (vol < 0 || vol >= config.volumes.size())
+        {
+            return;
+        }
+        final long end = Math.min(regionOffset + config.regionLength, config.volumes.get(vol).size);
+        synchronized (mismatches)
+        {
+            int i = 0;
+            while (i < 64)
+            {
+                if ((mask & (1L << i)) == 0)
+                {
+                    i++;
+                    continue;
+                }
+                int j = i;
+                while (j < 64 && (mask & (1L << j)) != 0)
+                {
+                    j++;
+                }
+                final long from = regionOffset + (long)i * subBlock;
+                final long to = Math.min(regionOffset + (long)j * subBlock, end);
+                if (from < to && mismatches.size() < MAX_REPORTED)
+                {
+                    // Rare by nature: a mismatch may allocate, a match never does.
+                    mismatches.add(new long[] {vol, from, to - from});
+                }
+                i = j;
+            }
+        }
+    }
+
+    /**
+     * @return whether every region was logged (or skipped) and answered, or the job failed.
+     */
+    public boolean isDone()
+    {
+        return (scanDone && answered.get() >= issued.get()) || failure != null;
+    }
+
+    /**
+     * @return why the job failed on this side, or null.
+     */
+    public String failure()
+    {
+        return failure;
+    }
+
+    /**
+     * @return regions compared on both sides so far.
+     */
+    public long compared()
+    {
+        return answered.get();
+    }
+
+    /**
+     * @return regions the scan passed over because they were dirty (their resend was already pending).
+     */
+    public long skipped()
+    {
+        return skipped.get();
+    }
+
+    /**
+     * @return regions logged whose result has not come back.
+     */
+    public long outstanding()
+    {
+        return issued.get() - answered.get();
+    }
+
+    /**
+     * @return regions found different.
+     */
+    public long different()
+    {
+        return different.get();
+    }
+
+    /**
+     * @return results that belonged to no running job (a previous job, a replay on the partner).
+     */
+    public long staleResults()
+    {
+        return stale.get();
+    }
+
+    /**
+     * @return System.nanoTime() of the last result (or of the start).
+     */
+    public long lastResultNs()
+    {
+        return lastResultNs;
+    }
+
+    /**
+     * @return the mismatching ranges so far, each {volume index, offset, length}, in arrival order.
+     */
+    public List<long[]> mismatches()
+    {
+        synchronized (mismatches)
+        {
+            return new ArrayList<>(mismatches);
+        }
+    }
+}

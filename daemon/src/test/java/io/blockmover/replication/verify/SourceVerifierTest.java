@@ -1,0 +1,337 @@
+package io.blockmover.replication.verify;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.agrona.BufferUtil;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.buffer.Slab;
+import io.blockmover.io.Volume;
+import io.blockmover.protocol.FrameHeader;
+import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.group.GroupMode;
+import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.FrameConnection;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Verify's source and destination pieces against real files: the fence that puts a VERIFY record at the right
+ * LSN while another thread keeps writing the same region, the job that turns results into located ranges, and
+ * the destination's check that answers with a VERIFY_RESULT frame.
+ */
+class SourceVerifierTest
+{
+    private static final int REGION = 256 * 1024;
+    private static final int SUB = 64 * 1024;
+    private static final long VOLUME_SIZE = 4L * 1024 * 1024;
+
+    @TempDir
+    Path dir;
+
+    private SourceGroup group;
+
+    @AfterEach
+    void close()
+    {
+        if (group != null)
+        {
+            group.close();
+        }
+    }
+
+    private SourceGroup open(final long logSize) throws IOException
+    {
+        final Path volumeFile = dir.resolve("volume.img");
+        Files.write(volumeFile, new byte[(int)VOLUME_SIZE]);
+        final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_SOURCE, "peer", GroupMode.ASYNC, false,
+            List.of(new GroupConfig.VolumePair(volumeFile.toString(), "/dst", VOLUME_SIZE)), logSize, REGION, 0);
+        final RecordLog log = RecordLog.open(dir.resolve("log"), logSize, REGION);
+        log.reset(1);
+        final SourceGroup g = new SourceGroup(config, dir, new Volume[] {Volume.open(volumeFile, true)}, log, false);
+        g.dirty(0).clearAll();
+        return g;
+    }
+
+    @Test
+    void shouldLogEachVerifyRecordAfterEveryWriteItsRegionHoldsWhileAWriterKeepsWriting() throws Exception
+    {
+        group = open(64L << 20);
+        final VerifyRecord record = new VerifyRecord();
+        final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        final ByteBuffer payload = ByteBuffer.allocateDirect(VerifyRecord.MAX_LENGTH);
+        final AtomicBoolean stop = new AtomicBoolean();
+        final AtomicReference<Throwable> failed = new AtomicReference<>();
+        // Writes straddle regions 1 and 2 and land all over both, as fast as they can.
+        final Thread writer = new Thread(() ->
+        {
+            final ByteBuffer data = BufferUtil.allocateDirectAligned(8192, Slab.ALIGNMENT);
+            try
+            {
+                for (int i = 0; i < 2000 && !stop.get(); i++)
+                {
+                    for (int j = 0; j < 8192; j++)
+                    {
+                        data.put(j, (byte)(i * 13 + j));
+                    }
+                    final long offset = REGION + (long)((i * 7919) % (2 * REGION / 4096 - 1)) * 4096;
+                    group.export(0).write(offset, data, 8192, false);
+                }
+            }
+            catch (final Throwable ex)
+            {
+                failed.set(ex);
+            }
+        });
+        writer.start();
+        int verifies = 0;
+        while (writer.isAlive() && verifies < 200)
+        {
+            final long region = 1 + verifies % 2;
+            final long lsn = group.appendFencedRegion(0, region, regionBuffer, payload, VerifyRecord.RECORD_VERIFY,
+                (data, length, out) -> record.encode(1, data, length, SUB, out));
+            assertTrue(lsn > 0, "appended: " + lsn);
+            verifies++;
+        }
+        stop.set(true);
+        writer.join();
+        assertNull(failed.get());
+        // Replay the log onto an image of the volume as the destination would: at each VERIFY record the image
+        // must match the digests, or a write slipped past the fence.
+        final byte[] image = new byte[(int)VOLUME_SIZE];
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        int checked = 0;
+        int writes = 0;
+        long lastLsn = 0;
+        final ByteBuffer imageRegion = ByteBuffer.allocateDirect(REGION);
+        while (cursor.next())
+        {
+            assertEquals(lastLsn + 1, cursor.lsn());
+            lastLsn = cursor.lsn();
+            final ByteBuffer p = cursor.payload();
+            if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
+            {
+                imageRegion.clear().put(image, (int)cursor.offset(), REGION).flip();
+                assertEquals(0, record.compare(p, imageRegion), "VERIFY at LSN " + cursor.lsn() + " of region " +
+                    cursor.offset() / REGION + " does not match the writes logged before it");
+                checked++;
+            }
+            else
+            {
+                p.get(image, (int)cursor.offset(), cursor.length());
+                writes++;
+            }
+        }
+        assertEquals(verifies, checked);
+        assertTrue(writes > 100, "only " + writes + " writes ran alongside the verifies");
+        assertArrayEquals(image, Files.readAllBytes(dir.resolve("volume.img")), "replaying the log gives the volume");
+    }
+
+    @Test
+    void shouldSkipADirtyRegionAndWaitWhileFrozen() throws IOException
+    {
+        group = open(1L << 20);
+        final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        final ByteBuffer payload = ByteBuffer.allocateDirect(VerifyRecord.MAX_LENGTH);
+        final SourceGroup.RegionDigester digester = (data, length, out) -> 24;
+        group.dirty(0).set(3);
+        assertEquals(SourceGroup.REGION_DIRTY, group.appendFencedRegion(0, 3, regionBuffer, payload, 4, digester));
+        group.freeze(true);
+        assertEquals(RecordLog.NO_SPACE, group.appendFencedRegion(0, 2, regionBuffer, payload, 4, digester));
+        group.freeze(false);
+        assertEquals(1, group.appendFencedRegion(0, 2, regionBuffer, payload, 4, digester));
+        assertTrue(group.log().isEmpty() == false);
+    }
+
+    @Test
+    void shouldNeverReplayAVerifyRecordOntoTheVolume() throws IOException
+    {
+        group = open(1L << 20);
+        // As a destination's log holds it after a switch: VERIFY flag, no WRITTEN flag.
+        final ByteBuffer digests = ByteBuffer.allocate(VerifyRecord.DIGESTS_OFFSET + 16);
+        for (int i = 0; i < digests.capacity(); i++)
+        {
+            digests.put(i, (byte)0x77);
+        }
+        assertTrue(group.log().tryAppend(group.log().tailLsn() + 1, 0, 2L * REGION, VerifyRecord.RECORD_VERIFY,
+            digests, 0, digests.capacity()) >= 0);
+        assertEquals(0, group.replayUnwritten());
+        assertArrayEquals(new byte[(int)VOLUME_SIZE], Files.readAllBytes(dir.resolve("volume.img")));
+    }
+
+    private static FrameHeader result(final long lsn, final int volume, final long offset, final long mask)
+    {
+        return new FrameHeader().reset(FrameType.VERIFY_RESULT).volumeId(volume).sequence(lsn).offset(offset)
+            .aux(mask).payloadLength(VerifyRecord.RESULT_LENGTH).seal();
+    }
+
+    private static ByteBuffer resultPayload(final long jobId, final int status)
+    {
+        final ByteBuffer b = ByteBuffer.allocate(VerifyRecord.RESULT_LENGTH).order(ByteOrder.LITTLE_ENDIAN);
+        b.putLong(0, jobId).putInt(8, status);
+        return b;
+    }
+
+    @Test
+    void shouldTurnResultsIntoLocatedRangesAndIgnoreOtherJobs() throws IOException
+    {
+        group = open(1L << 20);
+        final SourceVerifier verifier = new SourceVerifier(group);
+        group.verifier(verifier);
+        assertEquals(VOLUME_SIZE / REGION, verifier.totalRegions());
+        verifier.start(77);
+        int work = 0;
+        while (verifier.doWork() > 0)
+        {
+            work++;
+        }
+        assertEquals(SourceVerifier.WINDOW > 16 ? 16 : SourceVerifier.WINDOW, work, "one region per step");
+        assertFalse(verifier.isDone(), "results are still out");
+        for (int r = 0; r < 16; r++)
+        {
+            final long mask = r == 5 ? 0b0110 : r == 9 ? 0b1000 : 0;
+            verifier.onResult(result(r + 1, 0, (long)r * REGION, mask), resultPayload(77, 0));
+        }
+        verifier.onResult(result(99, 0, 0, 1), resultPayload(76, 0));
+        assertEquals(1, verifier.staleResults());
+        assertTrue(verifier.isDone());
+        assertEquals(16, verifier.compared());
+        assertEquals(2, verifier.different());
+        final List<long[]> ranges = new ArrayList<>(verifier.mismatches());
+        assertEquals(2, ranges.size());
+        assertArrayEquals(new long[] {0, 5L * REGION + SUB, 2 * SUB}, ranges.get(0), "adjacent sub-blocks merge");
+        assertArrayEquals(new long[] {0, 9L * REGION + 3 * SUB, SUB}, ranges.get(1));
+    }
+
+    @Test
+    void shouldCheckTheDestinationCopyAndAnswerWithAResultFrame() throws IOException
+    {
+        final Path file = dir.resolve("destination.img");
+        final byte[] bytes = new byte[(int)VOLUME_SIZE];
+        for (int i = 0; i < bytes.length; i++)
+        {
+            bytes[i] = (byte)(i * 31 + (i >> 9));
+        }
+        Files.write(file, bytes);
+        final VerifyRecord record = new VerifyRecord();
+        final ByteBuffer sourceRegion = ByteBuffer.allocateDirect(REGION).put(bytes, 2 * REGION, REGION).flip();
+        final ByteBuffer payload = ByteBuffer.allocateDirect(VerifyRecord.MAX_LENGTH);
+        payload.limit(record.encode(5, sourceRegion, REGION, SUB, payload));
+        final DestinationVerifier verifier = new DestinationVerifier(REGION);
+        final ByteBuffer scratch = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        final Captured connection = new Captured();
+        try (Volume volume = Volume.open(file, true))
+        {
+            verifier.check(10, 0, 2L * REGION, payload, volume, scratch);
+            bytes[2 * REGION + 3 * SUB + 17] ^= 1;
+            Files.write(file, bytes);
+            verifier.check(11, 0, 2L * REGION, payload, volume, scratch);
+            verifier.check(12, 0, 3L * REGION + 4096, payload, volume, scratch);
+        }
+        assertEquals(3, verifier.regionsChecked());
+        assertEquals(2, verifier.regionsDifferent());
+        final FrameHeader header = new FrameHeader();
+        final long[][] expected = {{10, 0, VerifyRecord.STATUS_COMPARED}, {11, 1L << 3, VerifyRecord.STATUS_COMPARED},
+            {12, -1L, VerifyRecord.STATUS_MALFORMED}};
+        for (final long[] e : expected)
+        {
+            assertTrue(verifier.sendNext(connection, header, 3));
+            assertNull(connection.header.validate(VerifyRecord.RESULT_LENGTH));
+            assertEquals(FrameType.VERIFY_RESULT, connection.header.type());
+            assertEquals(3, connection.header.sessionId());
+            assertEquals(e[0], connection.header.sequence());
+            assertEquals(e[1], connection.header.aux());
+            assertEquals(5, connection.payload.getLong(0));
+            assertEquals(e[2], connection.payload.getInt(VerifyRecord.RESULT_STATUS_OFFSET));
+        }
+        assertFalse(verifier.sendNext(connection, header, 3));
+    }
+
+    /**
+     * Keeps the last frame sent.
+     */
+    private static final class Captured implements FrameConnection
+    {
+        final FrameHeader header = new FrameHeader();
+        final ByteBuffer payload = ByteBuffer.allocate(64).order(ByteOrder.LITTLE_ENDIAN);
+
+        @Override
+        public String transportName()
+        {
+            return "test";
+        }
+
+        @Override
+        public String remoteAddress()
+        {
+            return "test";
+        }
+
+        @Override
+        public boolean startSend(final FrameHeader sent, final ByteBuffer data)
+        {
+            header.buffer().putBytes(0, sent.buffer(), 0, io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH);
+            payload.clear();
+            payload.put(data.duplicate()).flip();
+            return true;
+        }
+
+        @Override
+        public boolean flush()
+        {
+            return true;
+        }
+
+        @Override
+        public boolean isSendPending()
+        {
+            return false;
+        }
+
+        @Override
+        public boolean receiveHeader(final FrameHeader h)
+        {
+            return false;
+        }
+
+        @Override
+        public boolean receivePayload(final ByteBuffer dst)
+        {
+            return false;
+        }
+
+        @Override
+        public long bytesSent()
+        {
+            return 0;
+        }
+
+        @Override
+        public long bytesReceived()
+        {
+            return 0;
+        }
+
+        @Override
+        public void close()
+        {
+        }
+    }
+}
