@@ -27,6 +27,7 @@ import io.blockmover.daemon.Context;
         GroupCommand.Resume.class,
         GroupCommand.Switch.class,
         GroupCommand.Delete.class,
+        TestFailoverCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate a group of volumes continuously to a partner host.",
@@ -218,6 +219,7 @@ final class GroupCommand implements Callable<Integer>
                 System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
                     lsn.get("applied"), g.get("records_applied"));
             }
+            TestFailoverCommand.printStatus(g);
             for (final Map<String, Object> v : (List<Map<String, Object>>)g.get("volumes"))
             {
                 if (v.get("nbd_uri") != null)

@@ -212,6 +212,8 @@ final class Groups implements AutoCloseable
             case "group-resume" -> client.reply(id, suspend(name(args), false));
             case "group-delete" -> client.reply(id, delete(name(args)));
             case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")));
+            case "group-test-mount" -> client.reply(id, testFailover(name(args), true));
+            case "group-test-dismount" -> client.reply(id, testFailover(name(args), false));
             default ->
             {
                 return false;
@@ -461,6 +463,22 @@ final class Groups implements AutoCloseable
         conductor.log("group " + name + ": FAILOVER, this host is now the source (LSN " + lsn + "); " +
             destination.config.peer + " must rejoin as a destination ('blockmover group delete " + name + "' there)");
         client.reply(id, status(name));
+    }
+
+    private Map<String, Object> testFailover(final String name, final boolean mount)
+    {
+        final DestinationGroupHandle destination = destinations.get(name);
+        if (destination == null)
+        {
+            if (sources.containsKey(name))
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is the source here: a " +
+                    "test failover mounts the destination's copy; run 'blockmover group test-failover " +
+                    (mount ? "mount " : "dismount ") + name + "' on its destination, " + sources.get(name).config.peer);
+            }
+            throw noSuchGroup(name);
+        }
+        return mount ? destination.testMount(exports) : destination.testDismount();
     }
 
     private static List<GroupConfig.VolumePair> swap(final List<GroupConfig.VolumePair> pairs)
