@@ -237,6 +237,8 @@ final class DestinationGroupHandle
         {
             testMount.dismount();
             testMount = null;
+            conductor.log("group " + config.name + ": test failover dismounted (the group closed), its writes " +
+                "discarded");
         }
         closeSession();
         CloseHelper.quietClose(applierRunner);
