@@ -16,6 +16,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+
 import static io.blockmover.it.GroupChecks.awaitReplicated;
 import static io.blockmover.it.GroupChecks.number;
 import static io.blockmover.it.Volumes.MIB;
@@ -23,6 +26,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -71,6 +75,20 @@ class TestFailoverIT
     {
         return Run.of(60, List.of(Testbed.script("blockmover"), "group", "test-failover", verb, name, "--socket",
             testbed.socket(site), "--json"));
+    }
+
+    /** The same operations in-process over the real control socket (no JVM per call), for the steps around. */
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> call(final String site, final String op, final String name)
+    {
+        return (Map<String, Object>)testbed.call(site, op, Map.of("name", name));
+    }
+
+    private static String refusal(final String site, final String op, final String name)
+    {
+        final BlockmoverException ex = assertThrows(BlockmoverException.class, () -> call(site, op, name));
+        assertEquals(ErrorCode.INVALID_STATE, ex.code(), ex.getMessage());
+        return ex.getMessage();
     }
 
     private static void qemuIo(final String uri, final String... commands)
@@ -165,10 +183,8 @@ class TestFailoverIT
         compare(imageA[0], viewUri0).expect(0);
         compare(imageA[1], viewUri1).expect(0);
 
-        final Run twice = testFailover("site-b", "mount", name);
-        assertNotEquals(0, twice.exitCode());
-        assertTrue(twice.stderr().contains("test-mounted already") && twice.stderr().contains("dismount"),
-            twice.toString());
+        final String twice = refusal("site-b", "group-test-mount", name);
+        assertTrue(twice.contains("test-mounted already") && twice.contains("dismount"), twice);
 
         // Pattern B at the source: replication goes on, the destination volumes change, the views do not.
         qemuIo(sourceUri0, "write -P 0xb1 0 8M");
@@ -203,14 +219,14 @@ class TestFailoverIT
         assertNull(JSON.std.mapFrom(dismount.stdout()).get("test_mount"), dismount.stdout());
         assertNotEquals(0, compare(imageC, viewUri0).exitCode(), "the view's export is gone");
         assertEquals(List.of(), testMountFiles(), "the view's files are gone");
-        assertNotEquals(0, testFailover("site-b", "dismount", name).exitCode());
+        assertTrue(refusal("site-b", "group-test-dismount", name).contains("has no test mount"));
 
         // A second mount sees the destination as it is now (B), not the first view's writes.
-        final Map<String, Object> again = JSON.std.mapFrom(testFailover("site-b", "mount", name).expect(0).stdout());
+        final Map<String, Object> again = call("site-b", "group-test-mount", name);
         final Path imageB = Files.copy(sources[0], testbed.dir.resolve(name + "-B0.img"),
             StandardCopyOption.REPLACE_EXISTING);
         compare(imageB, String.valueOf(viewVolumes(again).get(0).get("nbd_uri"))).expect(0);
-        testFailover("site-b", "dismount", name).expect(0);
+        call("site-b", "group-test-dismount", name);
 
         final Run onSource = Run.of(60, List.of(Testbed.script("blockmover"), "group", "test-failover", "mount",
             name, "--socket", testbed.socket("site-a")));
@@ -229,7 +245,7 @@ class TestFailoverIT
         final Path[] sources = {Volumes.random(testbed.dir.resolve(name + "-src0.img"), SIZE, 61)};
         final Path[] destinations = createGroup(name, sources);
         awaitConsistent(name);
-        testFailover("site-b", "mount", name).expect(0);
+        call("site-b", "group-test-mount", name);
         assertFalse(testMountFiles().isEmpty());
 
         // A crash leaves the views' files behind. With the source suspended, nothing confirms the destination's
@@ -243,17 +259,15 @@ class TestFailoverIT
         assertEquals(List.of(), testMountFiles(), "a restart removes the views' files");
         assertTrue(testbed.log("site-b").contains("a test mount does not survive a restart"));
 
-        final Run refused = testFailover("site-b", "mount", name);
-        assertEquals(4, refused.exitCode(), refused.toString());
-        assertTrue(refused.stderr().contains("not consistent") && refused.stderr().contains("replicating"),
-            refused.stderr());
+        final String refused = refusal("site-b", "group-test-mount", name);
+        assertTrue(refused.contains("not consistent") && refused.contains("replicating"), refused);
         assertEquals(List.of(), testMountFiles(), "a refused mount leaves nothing behind");
 
         testbed.call("site-a", "group-resume", Map.of("name", name));
         awaitReplicated(testbed, name, 60);
         GroupChecks.assertSameVolumes(sources, destinations, SIZE);
         awaitConsistent(name);
-        final Map<String, Object> mounted = JSON.std.mapFrom(testFailover("site-b", "mount", name).expect(0).stdout());
+        final Map<String, Object> mounted = call("site-b", "group-test-mount", name);
         final Path image = Files.copy(sources[0], testbed.dir.resolve(name + "-copy0.img"),
             StandardCopyOption.REPLACE_EXISTING);
         compare(image, String.valueOf(viewVolumes(mounted).get(0).get("nbd_uri"))).expect(0);
