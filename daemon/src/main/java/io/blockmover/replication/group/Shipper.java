@@ -116,6 +116,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     {
         sendCursor.position(log.headPosition());
         releaseCursor.position(log.headPosition());
+        // Records made durable in an earlier session may still fill the log: release them now, or a resync that
+        // waits for log space (and sends nothing that would bring a DURABLE) waits forever.
+        releasePending = true;
         group.partnerProgress(acked, acked);
         group.linked(this::wakeIfSleeping);
     }
