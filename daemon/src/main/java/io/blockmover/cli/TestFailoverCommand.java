@@ -18,17 +18,23 @@ import picocli.CommandLine.Parameters;
         TestFailoverCommand.Dismount.class,
         CommandLine.HelpCommand.class},
     description = {
-        "Test a failover without stopping replication (Storage Replica's Mount-SRDestination). Run on the",
-        "DESTINATION host. 'mount' exposes each volume of the group, as it is at that moment (a crash-consistent",
-        "image of the source at the last applied write), as a writable NBD export GROUP-test/VOLUME on this",
-        "host's NBD server; boot a VM or mount a file system from it and test the application. Replication goes",
-        "on underneath: the destination volumes keep being updated, and the old contents they overwrite are",
-        "kept for the view (in the group's state directory, so leave room there). Writes to the view go to an",
-        "overlay and never reach the destination volumes. 'dismount' throws the view and its writes away.",
+        "Test a failover without stopping replication (Storage Replica's",
+        "Mount-SRDestination). Run on the DESTINATION host.",
         "",
-        "A test mount does not survive a restart of blockmoverd: its files are removed at start-up; mount again.",
-        "If the state directory fills up, the view fails (its clients get EIO), it is dismounted with an error",
-        "in the log and in 'group status', and replication is not affected."})
+        "'mount' exposes each volume of the group as it is at that moment (a",
+        "crash-consistent image of the source at the last applied write) as a",
+        "writable NBD export GROUP-test/VOLUME on this host's NBD server: boot a VM",
+        "or mount a file system from it and test the application. Replication goes",
+        "on underneath: the destination volumes keep being updated, and the old",
+        "contents they overwrite are kept for the view in the group's state",
+        "directory (leave room there). Writes to the view go to an overlay and",
+        "never reach the destination volumes. 'dismount' throws the view and its",
+        "writes away.",
+        "",
+        "A test mount does not survive a restart of blockmoverd: its files are",
+        "removed at start-up; mount again. If the state directory fills up, the",
+        "view fails (its clients get EIO) and is dismounted with an error in the",
+        "log and in 'group status'; replication is not affected."})
 final class TestFailoverCommand implements Callable<Integer>
 {
     @Override
@@ -43,10 +49,12 @@ final class TestFailoverCommand implements Callable<Integer>
      */
     @Command(name = "mount", mixinStandardHelpOptions = true,
         description = {
-            "Freeze a writable view of every volume of group NAME at the destination's current consistent point",
-            "and serve it as NBD exports on this host; prints each view's NBD URI. Refused on the source, when",
-            "the group is mounted already, and while the destination is not consistent (initial sync or resync",
-            "running: wait until the source's 'group status' says replicating)."})
+            "Freeze a writable view of every volume of group NAME at the",
+            "destination's current consistent point and serve it as NBD exports on",
+            "this host; prints each view's NBD URI. Refused on the source, when the",
+            "group is mounted already, and while the destination is not consistent",
+            "(initial sync or resync running: wait until the source's 'group status'",
+            "says replicating)."})
     static final class Mount extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group (a destination on this host)")
@@ -77,8 +85,9 @@ final class TestFailoverCommand implements Callable<Integer>
      * blockmover group test-failover dismount.
      */
     @Command(name = "dismount", mixinStandardHelpOptions = true,
-        description = "Stop serving the test views of group NAME and delete them with every write made to them. " +
-            "The destination volumes never saw those writes.")
+        description = {
+            "Stop serving the test views of group NAME and delete them with every",
+            "write made to them. The destination volumes never saw those writes."})
     static final class Dismount extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group (a destination on this host)")
