@@ -29,6 +29,7 @@ import io.blockmover.replication.group.RpoTarget;
         GroupCommand.Switch.class,
         GroupCommand.Delete.class,
         GroupCommand.Set.class,
+        TestFailoverCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate a group of volumes continuously to a partner host.",
@@ -256,6 +257,7 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.println("  " + VerifyCommand.statusLine((Map<String, Object>)verify));
             }
+            TestFailoverCommand.printStatus(g);
             for (final Map<String, Object> v : (List<Map<String, Object>>)g.get("volumes"))
             {
                 if (v.get("nbd_uri") != null)

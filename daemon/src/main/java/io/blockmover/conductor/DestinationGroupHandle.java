@@ -12,6 +12,7 @@ import org.agrona.concurrent.BackoffIdleStrategy;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.frontend.nbd.ExportRegistry;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.group.DestinationGroup;
 import io.blockmover.replication.group.GroupConfig;
@@ -39,6 +40,8 @@ final class DestinationGroupHandle
     private String lastError;
     private long sessions;
     private long linkedSinceMs;
+    private TestMount testMount;
+    private String testMountError;
 
     DestinationGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -63,6 +66,11 @@ final class DestinationGroupHandle
                         conductor.ctx().nodeName() + " is " + volumes[i].size() + " bytes, the source is " + pair.size +
                         ": grow the destination or choose a larger one");
                 }
+            }
+            if (TestMount.removeLeftover(store.dir(config.name)))
+            {
+                conductor.log("group " + config.name + ": a test mount does not survive a restart; its views were " +
+                    "removed (mount again with 'blockmover group test-failover mount " + config.name + "')");
             }
             log = RecordLog.open(store.dir(config.name).resolve("log"), config.logSize, config.regionLength);
             if (log.headLsn() == RecordLog.NULL_LSN)
@@ -142,6 +150,15 @@ final class DestinationGroupHandle
 
     int doWork()
     {
+        if (testMount != null && testMount.failure() != null)
+        {
+            testMountError = testMount.failure();
+            conductor.error("group " + config.name + ": test mount failed and was dismounted (replication goes " +
+                "on): " + testMountError);
+            testMount.dismount();
+            testMount = null;
+            return 1;
+        }
         if (receiver == null || receiver.status().isRunning())
         {
             return 0;
@@ -164,8 +181,65 @@ final class DestinationGroupHandle
         }
     }
 
+    /**
+     * Mounts a test failover: writable views of the volumes at the LSN applied now, served over NBD.
+     *
+     * @param exports the NBD server's exports.
+     * @return the group's status, with the mount.
+     */
+    Map<String, Object> testMount(final ExportRegistry exports)
+    {
+        if (group == null)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is not open" +
+                (failure != null ? ": " + failure : ""));
+        }
+        if (testMount != null)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is test-mounted " +
+                "already (LSN " + testMount.lsn() + "): use its exports, or 'blockmover group test-failover " +
+                "dismount " + config.name + "' first");
+        }
+        if (conductor.groups().nbdUri("") == null)
+        {
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "this host has no NBD server to serve the test " +
+                "views: set nbd.socket or nbd.listen in blockmoverd.conf and restart");
+        }
+        testMount = TestMount.mount(config, group, store.dir(config.name), exports, conductor.ctx().nodeName());
+        testMountError = null;
+        conductor.log("group " + config.name + ": test failover mounted at LSN " + testMount.lsn() +
+            " (replication goes on underneath)");
+        return status();
+    }
+
+    /**
+     * Dismounts the test failover, throwing its writes away.
+     *
+     * @return the group's status.
+     */
+    Map<String, Object> testDismount()
+    {
+        if (testMount == null)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " has no test mount" +
+                (testMountError != null ? " (the last one failed: " + testMountError + ")" : "") +
+                ": mount one with 'blockmover group test-failover mount " + config.name + "'");
+        }
+        testMount.dismount();
+        testMount = null;
+        conductor.log("group " + config.name + ": test failover dismounted, its writes discarded");
+        return status();
+    }
+
     void close()
     {
+        if (testMount != null)
+        {
+            testMount.dismount();
+            testMount = null;
+            conductor.log("group " + config.name + ": test failover dismounted (the group closed), its writes " +
+                "discarded");
+        }
         closeSession();
         CloseHelper.quietClose(applierRunner);
         applierRunner = null;
@@ -230,6 +304,7 @@ final class DestinationGroupHandle
             log.put("used", group.log().usedBytes());
             s.put("log", log);
             s.put("records_applied", group.recordsApplied());
+            s.put("consistent", group.isConsistent());
             if (receiver != null)
             {
                 s.put("records_received", receiver.recordsReceived());
@@ -238,6 +313,14 @@ final class DestinationGroupHandle
                 s.put("bytes_sent", receiver.connection().bytesSent());
             }
             io.blockmover.replication.group.GroupStatus.describe(group, s);
+        }
+        if (testMount != null)
+        {
+            s.put("test_mount", testMount.status(conductor.groups()));
+        }
+        else if (testMountError != null)
+        {
+            s.put("test_mount_error", testMountError);
         }
         return s;
     }

@@ -227,6 +227,8 @@ final class Groups implements AutoCloseable
             case "group-set" -> client.reply(id, set(name(args), args));
             case "group-verify", "group-verify-status", "group-verify-schedule" ->
                 verifies.onRequest(client, id, op, args, name(args));
+            case "group-test-mount" -> client.reply(id, testFailover(name(args), true));
+            case "group-test-dismount" -> client.reply(id, testFailover(name(args), false));
             default ->
             {
                 return false;
@@ -520,6 +522,22 @@ final class Groups implements AutoCloseable
         conductor.log("group " + name + ": FAILOVER, this host is now the source (LSN " + lsn + "); " +
             destination.config.peer + " must rejoin as a destination ('blockmover group delete " + name + "' there)");
         client.reply(id, status(name));
+    }
+
+    private Map<String, Object> testFailover(final String name, final boolean mount)
+    {
+        final DestinationGroupHandle destination = destinations.get(name);
+        if (destination == null)
+        {
+            if (sources.containsKey(name))
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is the source here: a " +
+                    "test failover mounts the destination's copy; run 'blockmover group test-failover " +
+                    (mount ? "mount " : "dismount ") + name + "' on its destination, " + sources.get(name).config.peer);
+            }
+            throw noSuchGroup(name);
+        }
+        return mount ? destination.testMount(exports) : destination.testDismount();
     }
 
     private static List<GroupConfig.VolumePair> swap(final List<GroupConfig.VolumePair> pairs)

@@ -346,6 +346,20 @@ public final class Volume implements AutoCloseable
         }
     }
 
+    /**
+     * Reads {@code dst.remaining()} bytes at {@code position} into {@code dst} from its current position: for a
+     * reader that fills one buffer from several sources without slicing it. Buffer address at its position,
+     * {@code position} and the length must all be multiples of {@link Slab#ALIGNMENT}. Allocates nothing.
+     *
+     * @param position byte offset in the volume.
+     * @param dst      direct buffer, position and limit set to the bytes wanted.
+     * @throws IOException on an I/O error or a short read.
+     */
+    public void readRange(final long position, final ByteBuffer dst) throws IOException
+    {
+        transfer(direct, dst, position, false);
+    }
+
     private static void transfer(final FileChannel channel, final ByteBuffer buffer, final long position,
         final boolean write) throws IOException
     {

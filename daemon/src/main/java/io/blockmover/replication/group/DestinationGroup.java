@@ -46,6 +46,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
     final ConcurrentHistogram applyNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     /** Time to force the log, which makes received records durable (the destination's side of remote flush). */
     final ConcurrentHistogram logForceNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
+    // Test failover: the conductor requests a hook, the applier arms it between two records (an LSN boundary).
+    private volatile ApplyHook requestedHook;
+    private volatile ApplyHook armedHook;
+    private volatile long armedLsn = -1;
+    private ApplyHook hook;
+    // Consistency of the volumes: the LSN through which the source confirmed it had nothing left to resync
+    // (receiver thread; -1 = not known since start), and the last resync record applied (applier thread).
+    private volatile long cleanLsn = -1;
+    private volatile long lastResyncLsn = -1;
 
     /**
      * @param config          the group.
@@ -121,6 +130,73 @@ public final class DestinationGroup implements Agent, AutoCloseable
         return failure;
     }
 
+    /**
+     * @param index of the volume in the group.
+     * @return the open volume: for readers that must see what the applier wrote (a test-failover view).
+     */
+    public Volume volume(final int index)
+    {
+        return volumes[index];
+    }
+
+    /**
+     * Asks the applier to call {@code hook} before every record it applies from its next duty cycle on (null:
+     * stop calling it). Any thread; see {@link #armedHook()} for when it took effect.
+     *
+     * @param hook to call, or null.
+     */
+    public void requestHook(final ApplyHook hook)
+    {
+        requestedHook = hook;
+    }
+
+    /**
+     * @return the hook the applier calls now: once it is the one requested, every record applied after
+     * {@link #armedLsn()} passes through it.
+     */
+    public ApplyHook armedHook()
+    {
+        return armedHook;
+    }
+
+    /**
+     * @return the applied LSN at the moment the applier armed the current hook.
+     */
+    public long armedLsn()
+    {
+        return armedLsn;
+    }
+
+    /**
+     * The source says that, when it sent LSN {@code lsn}, it had nothing left to resync ({@code clean}) or not.
+     * Receiver thread.
+     *
+     * @param lsn   the last LSN the source had sent.
+     * @param clean whether its dirty bitmaps were empty.
+     */
+    public void sourceState(final long lsn, final boolean clean)
+    {
+        cleanLsn = clean ? lsn : -1;
+    }
+
+    /**
+     * @return whether the volumes are known to hold a crash-consistent prefix of the source's writes now: the
+     * source confirmed it had nothing to resync at an LSN already applied, and no resync record came after it.
+     */
+    public boolean isConsistent()
+    {
+        final long clean = cleanLsn;
+        return clean >= 0 && lastResyncLsn <= clean && appliedLsn >= clean;
+    }
+
+    /**
+     * @return the LSN through which the source last confirmed it had nothing to resync, or -1.
+     */
+    public long cleanLsn()
+    {
+        return cleanLsn;
+    }
+
     @Override
     public String roleName()
     {
@@ -130,6 +206,13 @@ public final class DestinationGroup implements Agent, AutoCloseable
     @Override
     public int doWork()
     {
+        final ApplyHook requested = requestedHook;
+        if (requested != hook)
+        {
+            hook = requested;
+            armedLsn = appliedLsn;
+            armedHook = requested;
+        }
         if (failure != null)
         {
             return 0;
@@ -183,6 +266,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
         buffer.put(payload).flip();
         final int vol = cursor.volume();
         final long startNs = clock.nanoTime();
+        if (hook != null)
+        {
+            hook.beforeApply(vol, cursor.offset(), cursor.length());
+        }
         volumes[vol].write(cursor.offset(), buffer, cursor.length());
         applyNs.recordValue(Math.min(clock.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         if (unforcedBytes == 0)
@@ -193,6 +280,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
         unforcedBytes += cursor.length();
         appliedPosition = cursor.position();
         appliedLsn = cursor.lsn();
+        if ((cursor.flags() & SourceGroup.RECORD_RESYNC) != 0)
+        {
+            lastResyncLsn = appliedLsn;
+        }
         recordsApplied++;
     }
 

@@ -26,6 +26,10 @@ public final class GroupReceiver implements Agent
 {
     /** Record flag: the source lost continuity and starts a new LSN sequence with this record. */
     public static final int RECORD_RESTART = 2;
+    /** Record flag: the source had regions left to resync when it sent this record (the prefix is inconsistent). */
+    public static final int RECORD_UNCLEAN = 4;
+    /** Heartbeat aux flag: the source had nothing to resync and had sent everything through the sequence. */
+    public static final int HEARTBEAT_CLEAN = 1;
 
     private final DestinationGroup group;
     private final FrameConnection connection;
@@ -163,10 +167,8 @@ public final class GroupReceiver implements Agent
                     }
                 }
                 case FLUSH -> flushWanted = Math.max(flushWanted, receiveHeader.sequence());
-                case HEARTBEAT ->
-                {
-                    // Proof of life only.
-                }
+                case HEARTBEAT -> group.sourceState(receiveHeader.sequence(),
+                    (receiveHeader.aux() & HEARTBEAT_CLEAN) != 0);
                 case CLOSE -> status.complete();
                 default -> throw refuse("unexpected " + receiveHeader.type());
             }
@@ -234,6 +236,10 @@ public final class GroupReceiver implements Agent
             return false;
         }
         claim = null;
+        if ((receiveHeader.aux() & RECORD_UNCLEAN) != 0)
+        {
+            group.sourceState(receiveHeader.sequence(), false);
+        }
         final long position = log.commit(receiveHeader.sequence(), receiveHeader.volumeId(), receiveHeader.offset(),
             (int)receiveHeader.aux() & ~RECORD_RESTART, receiveHeader.payloadCrc());
         if (position < 0)

@@ -116,6 +116,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     {
         sendCursor.position(log.headPosition());
         releaseCursor.position(log.headPosition());
+        // Records made durable in an earlier session may still fill the log: release them now, or a resync that
+        // waits for log space (and sends nothing that would bring a DURABLE) waits forever.
+        releasePending = true;
         group.partnerProgress(acked, acked);
         group.linked(this::wakeIfSleeping);
     }
@@ -270,7 +273,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     .payloadLength(sendCursor.length())
                     .payloadCrc(sendCursor.payloadCrc())
                     .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
-                        (restartPending ? GroupReceiver.RECORD_RESTART : 0))
+                        (restartPending ? GroupReceiver.RECORD_RESTART : 0) |
+                        (group.dirtyRegions() > 0 ? GroupReceiver.RECORD_UNCLEAN : 0))
                     .seal();
                 restartPending = false;
                 connection.startSend(sendHeader, payload);
@@ -278,7 +282,12 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             }
             else if (nowNs - lastSendNs > heartbeatIntervalNs)
             {
-                sendHeader.reset(FrameType.HEARTBEAT).sessionId(sessionId).seal();
+                // Tells the destination whether its volumes are a consistent prefix through sentLsn: nothing left
+                // to resync, checked before reading the published LSN, so a resync record appended meanwhile
+                // (its bit already clear) is never counted as sent.
+                final boolean clean = group.dirtyRegions() == 0 && group.publishedLsn() == sentLsn;
+                sendHeader.reset(FrameType.HEARTBEAT).sessionId(sessionId).sequence(sentLsn)
+                    .aux(clean ? GroupReceiver.HEARTBEAT_CLEAN : 0).seal();
                 connection.startSend(sendHeader, null);
             }
             else
