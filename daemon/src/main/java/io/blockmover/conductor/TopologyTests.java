@@ -321,7 +321,7 @@ final class TopologyTests
                     else
                     {
                         rdma.put("available", false);
-                        rdma.put("reason", choice.reason());
+                        rdma.put("reason", choice.reason().replaceFirst("^TCP: ", ""));
                     }
                 }
                 catch (final BlockmoverException ex)
