@@ -276,6 +276,7 @@ final class TopologyTests
         final long pingTimeNs;
         final long bulkTimeNs;
         final long startedMs = System.currentTimeMillis();
+        final long startedNs = System.nanoTime();
         final List<String> transports = new ArrayList<>();
         final List<Map<String, Object>> network = new ArrayList<>();
         int transportIndex;
@@ -499,7 +500,7 @@ final class TopologyTests
             {
                 final String transport = transports.get(transportIndex);
                 phase = "network over " + transport + ": " + (probe != null ? probe.phase() : dialer.phase());
-                done = (pingTimeNs + bulkTimeNs) * (double)transportIndex;
+                done = Math.min(netShare, System.nanoTime() - startedNs);
             }
             else
             {

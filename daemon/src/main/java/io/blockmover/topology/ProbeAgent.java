@@ -300,7 +300,7 @@ public final class ProbeAgent implements Agent
     {
         return switch (state)
         {
-            case STATE_PING -> "round trips (" + pings + ")";
+            case STATE_PING -> "round trips";
             case STATE_BULK, STATE_DRAIN -> "bandwidth";
             default -> "done";
         };
