@@ -38,6 +38,8 @@ import io.blockmover.cnc.CncFile;
         GroupCommand.class,
         EventsCommand.class,
         VerifyCommand.class,
+        PeerCommand.class,
+        TopologyCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",
@@ -469,8 +471,9 @@ public final class BlockmoverCli
             System.out.println("  counters " + status.get("counters_file"));
             for (final Map<String, Object> peer : (List<Map<String, Object>>)status.get("peers"))
             {
-                System.out.printf(Locale.ROOT, "  peer %s at %s: transport %s (%s)%n", peer.get("name"),
-                    peer.get("address"), peer.get("transport"), peer.get("transport_reason"));
+                System.out.printf(Locale.ROOT, "  peer %s at %s: transport %s (%s)%s%n", peer.get("name"),
+                    peer.get("address"), peer.get("transport"), peer.get("transport_reason"),
+                    PeerCommand.maxRateSuffix(peer.get("max_rate")));
             }
             System.out.println("  jobs active: " + status.get("jobs_active"));
             for (final Map<String, Object> in : (List<Map<String, Object>>)status.get("inbound"))

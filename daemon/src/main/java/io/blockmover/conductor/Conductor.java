@@ -65,6 +65,8 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final ServerSocketChannel listener;
     private final JobStore jobStore;
     private Groups groups;
+    private final PeerRates peerRates;
+    private TopologyTests topologyTests;
     private final NanoClock clock = SystemNanoClock.INSTANCE;
     private final SecureRandom random = new SecureRandom();
     private final Map<Long, CopyJob> jobs = new TreeMap<>();
@@ -95,6 +97,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         this.cnc = cnc;
         this.jobStore = new JobStore(ctx.stateDir());
         this.slab = new Slab(ctx.slabSlots(), ctx.chunkLength());
+        this.peerRates = new PeerRates(ctx, clock.nanoTime());
         try
         {
             listener = ServerSocketChannel.open();
@@ -131,6 +134,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         try
         {
             groups = new Groups(this);
+            topologyTests = new TopologyTests(this);
         }
         catch (final RuntimeException ex)
         {
@@ -199,6 +203,7 @@ public final class Conductor implements Agent, ControlServer.Handler
             }
         }
         work += groups.doWork(nowNs);
+        work += topologyTests.doWork(nowNs);
         if (nowNs >= nextHousekeepingNs)
         {
             nextHousekeepingNs = nowNs + HOUSEKEEPING_INTERVAL_NS;
@@ -306,7 +311,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 return true;
             }
         }
-        return groups.isHandshaking();
+        return groups.isHandshaking() || topologyTests.isHandshaking();
     }
 
     /**
@@ -459,6 +464,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         events.close("blockmoverd is stopping");
         // The group counters stay allocated: 'blockmover stat' shows the last figures of a stopped daemon.
         CloseHelper.quietClose(groups);
+        topologyTests.close();
         CloseHelper.quietClose(listener);
         CloseHelper.quietClose(rdmaListener);
         rdmaDevices.close();
@@ -485,11 +491,15 @@ public final class Conductor implements Agent, ControlServer.Handler
                 case "events" -> events.subscribe(client, id, args);
                 default ->
                 {
-                    if (!groups.onRequest(client, id, op, args))
+                    if (!groups.onRequest(client, id, op, args) &&
+                        !peerRates.onRequest(client, id, op, args, clock.nanoTime()) &&
+                        !topologyTests.onRequest(client, id, op, args))
                     {
                         throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op + "' (known: " +
                             "ping, status, jobs, job, copy, cancel, config, groups, group-status, group-create, " +
-                            "group-suspend, group-resume, group-delete, group-switch, group-set, events)");
+                            "group-suspend, group-resume, group-delete, group-switch, group-set, group-verify, " +
+                            "group-test-mount, group-test-dismount, events, peer-show, peer-set, topology-start, " +
+                            "topology-status)");
                     }
                 }
             }
@@ -660,6 +670,7 @@ public final class Conductor implements Agent, ControlServer.Handler
             p.put("name", peer.name());
             p.put("address", peer.address().toString());
             p.put("transport_requested", peer.transport().name().toLowerCase(java.util.Locale.ROOT));
+            p.put("max_rate", peerRates.bucket(peer.name()).bytesPerSecond());
             try
             {
                 final RdmaDevices.Choice choice = transportFor(peer);
@@ -797,6 +808,16 @@ public final class Conductor implements Agent, ControlServer.Handler
     Groups groups()
     {
         return groups;
+    }
+
+    PeerRates peerRates()
+    {
+        return peerRates;
+    }
+
+    TopologyTests topologyTests()
+    {
+        return topologyTests;
     }
 
     JobStore jobStore()

@@ -256,6 +256,7 @@ final class CopyJob
             connection, credits, flushChunks, seeded && !seedDone, verify, conductor.ctx().verifyRounds(),
             conductor.ctx().digestBatch(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.cnc(), bytesRemaining, bytesCopied);
+        session.rateLimit(conductor.peerRates().bucket(peer));
         readerRunner = conductor.newDataRunner(new Reader(session), null);
         senderRunner = conductor.newDataRunner(new Sender(session, conductor.clock()), session.connection());
         AgentRunner.startOnThread(readerRunner);

@@ -191,6 +191,13 @@ final class InboundConnection
             step = STEP_CLOSED;
             return;
         }
+        if (Boolean.TRUE.equals(open.get("probe")))
+        {
+            // A topology test's probe session: its responder owns the connection now.
+            conductor.topologyTests().acceptProbe(peer.name(), sessionId, channel);
+            step = STEP_CLOSED;
+            return;
+        }
         jobId = ((Number)open.get("job")).longValue();
         target = String.valueOf(open.get("target"));
         size = ((Number)open.get("size")).longValue();

@@ -44,11 +44,24 @@ final class PeerDialer
     private Map<String, Object> opened;
     private String transportReason;
     private String phase = "idle";
+    private boolean tcpOnly;
 
     PeerDialer(final Conductor conductor, final String peer)
     {
         this.conductor = conductor;
         this.peer = peer;
+    }
+
+    /**
+     * Makes the next {@link #start} use TCP whatever the peer's transport (the topology test measures each).
+     *
+     * @param tcp whether to use TCP only.
+     * @return this.
+     */
+    PeerDialer tcpOnly(final boolean tcp)
+    {
+        tcpOnly = tcp;
+        return this;
     }
 
     /**
@@ -66,7 +79,8 @@ final class PeerDialer
         this.opened = null;
         deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
         final PeerConfig peerConfig = conductor.peerConfig(peer);
-        final RdmaDevices.Choice choice = conductor.transportFor(peerConfig);
+        final RdmaDevices.Choice choice = tcpOnly ? new RdmaDevices.Choice(null, "TCP, as asked") :
+            conductor.transportFor(peerConfig);
         transportReason = choice.reason();
         if (choice.isRdma())
         {

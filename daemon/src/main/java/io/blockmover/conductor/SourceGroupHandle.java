@@ -18,6 +18,7 @@ import io.blockmover.io.Volume;
 import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.rdma.verbs.RdmaException;
 import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.GroupState;
 import io.blockmover.replication.group.GroupStatus;
 import io.blockmover.replication.group.Resyncer;
@@ -129,6 +130,10 @@ final class SourceGroupHandle
         }
         store.saveRun(config.name, false);
         resyncer = new Resyncer(group);
+        if (config.mode == GroupMode.SYNC)
+        {
+            resyncer.rateLimit(conductor.peerRates().bucket(config.peer), conductor.clock());
+        }
         resyncRunner = conductor.newRunner(resyncer, new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
         AgentRunner.startOnThread(resyncRunner);
     }
@@ -294,6 +299,10 @@ final class SourceGroupHandle
         transport = connection.transportName();
         shipper = new Shipper(group, connection, sessionId, restart ? group.log().tailLsn() : held, restart,
             conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs());
+        if (config.mode == GroupMode.ASYNC)
+        {
+            shipper.rateLimit(conductor.peerRates().bucket(config.peer));
+        }
         shipperRunner = conductor.newRunner(shipper, Shipper.idleStrategy(shipper));
         AgentRunner.startOnThread(shipperRunner);
         sessions++;

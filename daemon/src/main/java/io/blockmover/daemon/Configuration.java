@@ -43,6 +43,8 @@ public final class Configuration
     public static final String PEER_ADDRESS = "address";
     public static final String PEER_KEY_FILE = "key.file";
     public static final String PEER_TRANSPORT = "transport";
+    /** Bytes per second a peer may be sent by copies, resync and async shipping (0 = unlimited). */
+    public static final String PEER_MAX_RATE = "max.rate";
 
     /** Default TCP port of the replication listener (and of rdma_cm). */
     public static final int DEFAULT_PORT = 7788;

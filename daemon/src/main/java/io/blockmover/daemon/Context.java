@@ -42,6 +42,7 @@ import static io.blockmover.daemon.Configuration.LISTEN;
 import static io.blockmover.daemon.Configuration.NODE_NAME;
 import static io.blockmover.daemon.Configuration.PEER_ADDRESS;
 import static io.blockmover.daemon.Configuration.PEER_KEY_FILE;
+import static io.blockmover.daemon.Configuration.PEER_MAX_RATE;
 import static io.blockmover.daemon.Configuration.PEER_PREFIX;
 import static io.blockmover.daemon.Configuration.PEER_TIMEOUT;
 import static io.blockmover.daemon.Configuration.PEER_TRANSPORT;
@@ -64,6 +65,7 @@ public final class Context
 
     private final Map<String, String> effective = new TreeMap<>();
     private final Map<String, PeerConfig> peers = new LinkedHashMap<>();
+    private final Map<String, Long> peerMaxRates = new LinkedHashMap<>();
 
     private String nodeName;
     private InetSocketAddress listen;
@@ -273,7 +275,8 @@ public final class Context
             final int dot = rest.indexOf('.');
             if (dot <= 0)
             {
-                problems.add("property '" + entry.getKey() + "' should be peer.NAME.address|key.file|transport");
+                problems.add("property '" + entry.getKey() +
+                    "' should be peer.NAME.address|key.file|transport|max.rate");
                 continue;
             }
             byName.computeIfAbsent(rest.substring(0, dot), k -> new TreeMap<>())
@@ -295,7 +298,7 @@ public final class Context
             }
             for (final String key : props.keySet())
             {
-                if (!Set.of(PEER_ADDRESS, PEER_KEY_FILE, PEER_TRANSPORT).contains(key))
+                if (!Set.of(PEER_ADDRESS, PEER_KEY_FILE, PEER_TRANSPORT, PEER_MAX_RATE).contains(key))
                 {
                     problems.add("unknown property '" + where + key + "'");
                 }
@@ -326,6 +329,17 @@ public final class Context
             {
                 problems.add(where + PEER_TRANSPORT + " '" + transportName + "' must be auto, tcp or rdma");
             }
+            long maxRate = 0;
+            try
+            {
+                maxRate = parseSize(props.getOrDefault(PEER_MAX_RATE, "0"));
+            }
+            catch (final NumberFormatException ex)
+            {
+                problems.add(where + PEER_MAX_RATE + " '" + props.get(PEER_MAX_RATE) + "' is not a rate in bytes " +
+                    "per second (e.g. 200m; 0 = unlimited)");
+            }
+            peerMaxRates.put(name, maxRate);
             for (final Map.Entry<String, String> p : props.entrySet())
             {
                 effective.put(where + p.getKey(), p.getValue());
@@ -648,6 +662,15 @@ public final class Context
     public long flushIntervalNs()
     {
         return flushIntervalNs;
+    }
+
+    /**
+     * @param peer a configured peer's name.
+     * @return its configured {@code peer.NAME.max.rate} in bytes per second; 0 = unlimited.
+     */
+    public long peerMaxRate(final String peer)
+    {
+        return peerMaxRates.getOrDefault(peer, 0L);
     }
 
     public Map<String, PeerConfig> peers()

@@ -143,6 +143,10 @@ public final class Sender implements Agent
                 {
                     break;
                 }
+                if (!session.rateLimit.tryAcquire(event.length, clock.nanoTime()))
+                {
+                    break; // Out of tokens: idle (at most a millisecond) and try again.
+                }
                 final ByteBuffer slot = session.slab.slot(session.slotBase + (int)(nextSequence & session.slotMask));
                 slot.limit(event.length).position(0);
                 sendHeader.reset(FrameType.CHUNK)

@@ -8,6 +8,7 @@ import org.agrona.concurrent.status.AtomicCounter;
 import io.blockmover.buffer.Slab;
 import io.blockmover.cnc.CncFile;
 import io.blockmover.io.Volume;
+import io.blockmover.ratelimit.TokenBucket;
 import io.blockmover.replication.ConcurrentBitSet;
 import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.transport.FrameConnection;
@@ -26,6 +27,8 @@ public final class SourceSession
     public static final int PHASE_COPY = 2;
     public static final int PHASE_VERIFY = 3;
     public static final int PHASE_FINISH = 4;
+
+    private static final TokenBucket UNLIMITED = new TokenBucket(0);
 
     final int sessionId;
     final Volume volume;
@@ -53,6 +56,9 @@ public final class SourceSession
     final int[] remoteDigests;
     /** Chunks acknowledged as written and not yet durable: cleared from the bitmap on DURABLE. */
     final long[] writtenNotDurable;
+
+    /** The peer's bandwidth limit, consulted before each chunk; set before the agents start. */
+    TokenBucket rateLimit = UNLIMITED;
 
     private volatile int phase;
     private volatile int phaseEpoch;
@@ -140,6 +146,16 @@ public final class SourceSession
     public int lengthOf(final long index)
     {
         return (int)Math.min(chunkLength, volume.size() - index * chunkLength);
+    }
+
+    /**
+     * Conductor thread, before the session's agents start.
+     *
+     * @param bucket the peer's bandwidth limit.
+     */
+    public void rateLimit(final TokenBucket bucket)
+    {
+        rateLimit = bucket;
     }
 
     public SessionStatus status()

@@ -105,7 +105,7 @@ final class Testbed implements AutoCloseable
         final List<String> command = new ArrayList<>(List.of(script("blockmover"), "--help".equals(args[0]) ?
             "--help" : args[0]));
         // 'group' has subcommands: the common options belong to the subcommand (group create --socket ...).
-        final int first = "group".equals(args[0]) && args.length > 1 ? 2 : 1;
+        final int first = ("group".equals(args[0]) || "peer".equals(args[0])) && args.length > 1 ? 2 : 1;
         if (first == 2)
         {
             command.add(args[1]);

@@ -5,8 +5,10 @@ import java.nio.ByteBuffer;
 
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.NanoClock;
 
 import io.blockmover.buffer.Slab;
+import io.blockmover.ratelimit.TokenBucket;
 import io.blockmover.replication.ConcurrentBitSet;
 
 /**
@@ -21,6 +23,8 @@ public final class Resyncer implements Agent
     private int volume;
     private long region;
     private volatile String failure;
+    private TokenBucket rateLimit;
+    private NanoClock clock;
 
     public Resyncer(final SourceGroup group)
     {
@@ -32,6 +36,19 @@ public final class Resyncer implements Agent
     public String roleName()
     {
         return "resync-" + group.config().name;
+    }
+
+    /**
+     * Limits the resync to the peer's bandwidth limit (sync groups, whose writes the shipper must not hold back).
+     * Conductor thread, before the resyncer starts.
+     *
+     * @param bucket the peer's bucket.
+     * @param clock  clock of the bucket.
+     */
+    public void rateLimit(final TokenBucket bucket, final NanoClock clock)
+    {
+        this.rateLimit = bucket;
+        this.clock = clock;
     }
 
     /**
@@ -59,6 +76,11 @@ public final class Resyncer implements Agent
                 region = 0;
                 continue;
             }
+            if (rateLimit != null && !rateLimit.isAvailable(clock.nanoTime()))
+            {
+                region = next;
+                return 0;
+            }
             try
             {
                 if (!group.resyncRegion(volume, next, buffer))
@@ -72,6 +94,11 @@ public final class Resyncer implements Agent
                 failure = "cannot read " + group.config().volumes.get(volume).source + " at region " + next + ": " +
                     ex.getMessage();
                 return 0;
+            }
+            if (rateLimit != null)
+            {
+                rateLimit.consume(Math.min(group.config().regionLength,
+                    group.config().volumes.get(volume).size - next * group.config().regionLength), clock.nanoTime());
             }
             region = next + 1;
             return 1;

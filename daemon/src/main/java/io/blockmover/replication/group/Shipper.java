@@ -13,6 +13,7 @@ import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.ratelimit.TokenBucket;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
@@ -52,6 +53,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private long lastSendNs;
     private long lastReceiveNs;
     private volatile boolean sleeping;
+    private TokenBucket rateLimit;
+    private volatile boolean throttled;
 
     /**
      * @param group            the source group.
@@ -93,6 +96,17 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     public static org.agrona.concurrent.IdleStrategy idleStrategy(final Shipper shipper)
     {
         return new ConnectionIdleStrategy(shipper.connection, shipper, 50);
+    }
+
+    /**
+     * Limits what this shipper sends to the peer's bandwidth limit (async groups: a sync group's writes are not
+     * limited, only its resync). Conductor thread, before the shipper starts.
+     *
+     * @param bucket the peer's bucket.
+     */
+    public void rateLimit(final TokenBucket bucket)
+    {
+        rateLimit = bucket;
     }
 
     public SessionStatus status()
@@ -258,11 +272,19 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 connection.startSend(sendHeader, null);
                 flushSentLsn = flushWanted;
             }
+            else if (rateLimited(nowNs))
+            {
+                break; // Out of tokens: the idle strategy waits (hasWork() says no meanwhile).
+            }
             else if (sendCursor.next())
             {
                 if (sendCursor.lsn() <= sentLsn)
                 {
                     continue;
+                }
+                if (rateLimit != null)
+                {
+                    rateLimit.consume(sendCursor.length(), nowNs);
                 }
                 final ByteBuffer payload = sendCursor.payload();
                 sendHeader.reset(FrameType.RECORD)
@@ -300,6 +322,16 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         return work;
     }
 
+    private boolean rateLimited(final long nowNs)
+    {
+        final boolean limited = rateLimit != null && !rateLimit.isAvailable(nowNs);
+        if (limited != throttled)
+        {
+            throttled = limited;
+        }
+        return limited;
+    }
+
     /**
      * @return whether anything is waiting to be sent: checked by the idle strategy after it declares itself asleep,
      * so a wake-up cannot be lost between the check and the wait.
@@ -307,7 +339,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     @Override
     public boolean hasWork()
     {
-        return group.publishedLsn() > sentLsn || group.flushWantedLsn() > flushSentLsn;
+        return (!throttled && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn;
     }
 
     @Override
