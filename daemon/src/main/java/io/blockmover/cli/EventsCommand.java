@@ -18,22 +18,28 @@ import io.blockmover.events.EventFormat;
  */
 @Command(name = "events", mixinStandardHelpOptions = true, sortOptions = false,
     description = {
-        "Print the state of every object of blockmoverd, then every change, one line each, like",
-        "'drbdsetup events2'. First one 'exists' line per object:",
-        "  exists daemon node=a errors=0 last_error=-",
-        "  exists group name=sql role=source state=replicating mode=sync peer=b transport=tcp",
-        "  exists volume group=sql volume=0 path=/dev/vdb size=... dirty_bytes=0 nbd_uri=...",
-        "  exists peer name=b address=/10.0.0.2:7788 connection=connected transport=tcp",
+        "Print the state of every object of blockmoverd, then every change, one",
+        "line each, like 'drbdsetup events2'. First an 'exists' line per object:",
+        "  exists daemon node=a errors=0",
+        "  exists group name=sql role=source state=replicating mode=async",
+        "    peer=b transport=tcp rpo=ok rpo_target=30s",
+        "  exists volume group=sql volume=0 path=/dev/vdb size=... dirty_bytes=0",
+        "    nbd_uri=...",
+        "  exists peer name=b address=10.0.0.2:7788 connection=connected",
+        "    transport=tcp",
         "  exists job id=3 state=running phase=copying ... bytes_done=...",
-        "then the marker 'exists -', then 'create', 'change' (only the changed attributes) and",
-        "'destroy' lines as things happen: group states (connecting, initial-sync, resync, catching-up,",
-        "replicating, degraded, suspended; waiting or receiving on a destination), role switches, peers",
-        "connecting and disconnecting, jobs, errors, and 'rpo=exceeded' / 'rpo=ok' for a group with an",
-        "RPO target. Progress (dirty_bytes, bytes_done) is reported at most once a second per object.",
-        "A value with spaces is a JSON string; a missing one is '-'.",
-        "Runs until interrupted (exit 0), or until the daemon ends the stream, with a last line",
-        "'end - reason=\"...\"' (exit 0). A subscriber that does not read fast enough is dropped with",
-        "such a line; run it again for a fresh snapshot."})
+        "then the marker 'exists -', then 'create', 'change' (with only the",
+        "changed attributes) and 'destroy' lines as things happen: group states",
+        "(connecting, initial-sync, resync, catching-up, replicating, degraded,",
+        "suspended; waiting or receiving on a destination), role switches, peers",
+        "connecting and disconnecting, jobs, errors, and rpo=exceeded / rpo=ok",
+        "for a group with an RPO target. Progress (dirty_bytes, bytes_done) is",
+        "reported at most once a second per object. A value with spaces is a",
+        "JSON string; a value that went away is '-'.",
+        "",
+        "Runs until interrupted (exit 0) or until the daemon ends the stream",
+        "with a last line 'end - reason=\"...\"' (exit 0): when it stops, or when",
+        "this client reads too slowly (then run it again for a fresh snapshot)."})
 final class EventsCommand extends BlockmoverCli.Common implements Callable<Integer>
 {
     @Option(names = "--now", description = "print the snapshot and the marker, then exit")

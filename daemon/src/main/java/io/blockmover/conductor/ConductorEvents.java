@@ -99,7 +99,10 @@ final class ConductorEvents
         table.begin();
         final Map<String, Object> daemon = new LinkedHashMap<>();
         daemon.put("errors", conductor.cnc().counter(SystemCounter.ERRORS).get());
-        daemon.put("last_error", lastError);
+        if (lastError != null)
+        {
+            daemon.put("last_error", lastError);
+        }
         table.observe("daemon", Map.of("node", conductor.ctx().nodeName()), daemon, nowMs, pending);
 
         final Map<String, String> peerTransport = new HashMap<>();

@@ -17,6 +17,7 @@ import com.fasterxml.jackson.jr.ob.JSON;
  */
 public final class EventBus
 {
+    private static final JSON NULLS = JSON.std.with(JSON.Feature.WRITE_NULL_PROPERTIES);
     private final EventTable table;
     private final long maxPendingBytes;
     private final List<EventSink> subscribers = new ArrayList<>();
@@ -145,7 +146,8 @@ public final class EventBus
     {
         try
         {
-            final byte[] json = JSON.std.asBytes(Map.of("event", event.toWire()));
+            // Nulls are written: in a change they say that an attribute went away.
+            final byte[] json = NULLS.asBytes(Map.of("event", event.toWire()));
             final byte[] line = new byte[json.length + 1];
             System.arraycopy(json, 0, line, 0, json.length);
             line[json.length] = '\n';

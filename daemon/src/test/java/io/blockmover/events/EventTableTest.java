@@ -92,6 +92,9 @@ class EventTableTest
         tick(0, attrs("state", "degraded", "error", "timeout"), null);
         assertEquals(List.of("change group name=sql error=-"), tick(10, attrs("state", "degraded"), null));
         assertEquals(List.of(), tick(20, attrs("state", "degraded"), null));
+        final String line = new String(EventBus.encode(new Event(0, Event.CHANGE, "group",
+            attrs("name", "sql", "error", null))), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(line.contains("\"error\":null") && line.endsWith("\n"), line);
     }
 
     @Test
