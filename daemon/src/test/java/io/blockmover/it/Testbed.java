@@ -36,7 +36,9 @@ final class Testbed implements AutoCloseable
      */
     static Testbed up(final String name, final String... extra)
     {
-        final Path dir = Path.of(System.getProperty("java.io.tmpdir"), "bm-it-" + name);
+        // Under the build directory, so two checkouts testing at once never share a testbed (or its namespaces).
+        final Path dir = Path.of(System.getProperty("blockmover.it.dir", System.getProperty("java.io.tmpdir")),
+            "bm-it-" + name);
         Run.of(60, List.of(script("testbed"), "down", "--dir", dir.toString()));
         final List<String> command = new ArrayList<>(List.of(script("testbed"), "up", "--dir", dir.toString()));
         command.addAll(List.of(extra));
