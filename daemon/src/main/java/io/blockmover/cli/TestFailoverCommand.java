@@ -49,8 +49,10 @@ final class TestFailoverCommand implements Callable<Integer>
      */
     @Command(name = "mount", mixinStandardHelpOptions = true,
         description = {
-            "Freeze a writable view of every volume of group NAME at the",
-            "destination's current consistent point and serve it as NBD exports on",
+            "Serve writable point-in-time views of a destination group's volumes.",
+            "",
+            "Freezes a writable view of every volume of group NAME at the",
+            "destination's current consistent point and serves it as NBD exports on",
             "this host; prints each view's NBD URI. Refused on the source, when the",
             "group is mounted already, and while the destination is not consistent",
             "(initial sync or resync running: wait until the source's 'group status'",
@@ -86,7 +88,9 @@ final class TestFailoverCommand implements Callable<Integer>
      */
     @Command(name = "dismount", mixinStandardHelpOptions = true,
         description = {
-            "Stop serving the test views of group NAME and delete them with every",
+            "Throw a group's test views and their writes away.",
+            "",
+            "Stops serving the test views of group NAME and deletes them with every",
             "write made to them. The destination volumes never saw those writes."})
     static final class Dismount extends BlockmoverCli.Common implements Callable<Integer>
     {
