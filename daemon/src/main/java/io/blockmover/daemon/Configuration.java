@@ -35,6 +35,7 @@ public final class Configuration
     public static final String NBD_LISTEN = "nbd.listen";
     public static final String NBD_WORKERS = "nbd.workers";
     public static final String GROUP_LOG_SIZE = "group.log.size";
+    public static final String LOG_LEVEL = "log.level";
     /** nbd.export.NAME = PATH: a volume served over NBD without replication (a baseline, or a scratch disk). */
     public static final String NBD_EXPORT_PREFIX = "nbd.export.";
 
@@ -74,6 +75,7 @@ public final class Configuration
         define(NBD_WORKERS, "16", "requests served concurrently per NBD connection (each holds a chunk-sized buffer)");
         define(GROUP_LOG_SIZE, "1g", "record log of a new group when 'group create' gives no --log-size");
         define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
+        define(LOG_LEVEL, "INFO", "least severe log messages written: DEBUG, INFO, WARNING or ERROR");
     }
 
     private Configuration()
