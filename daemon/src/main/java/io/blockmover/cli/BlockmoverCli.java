@@ -36,6 +36,7 @@ import io.blockmover.cnc.CncFile;
         BlockmoverCli.Status.class,
         BlockmoverCli.Stat.class,
         GroupCommand.class,
+        ReloadCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",
@@ -465,6 +466,11 @@ public final class BlockmoverCli
             System.out.println("  listen   " + status.get("listen"));
             System.out.println("  control  " + status.get("control_socket"));
             System.out.println("  counters " + status.get("counters_file"));
+            if (status.get("config_loaded_ms") instanceof Number loaded)
+            {
+                System.out.println("  config   " + (status.get("config_file") == null ? "(no file)" :
+                    status.get("config_file")) + ", loaded " + java.time.Instant.ofEpochMilli(loaded.longValue()));
+            }
             for (final Map<String, Object> peer : (List<Map<String, Object>>)status.get("peers"))
             {
                 System.out.printf(Locale.ROOT, "  peer %s at %s: transport %s (%s)%n", peer.get("name"),

@@ -121,7 +121,14 @@ public final class Blockmoverd implements Callable<Integer>
 
         // SIGHUP re-reads the configuration (systemctl reload, kill -HUP) instead of the JVM's default, which is to
         // shut down. The handler only raises a flag: the conductor reloads on its own thread.
+        final boolean hangUpIgnored = isHangUpIgnored();
         Signal.handle(new Signal("HUP"), (signal) -> conductor.requestReload());
+        if (hangUpIgnored)
+        {
+            // The JVM keeps a signal ignored at its start (nohup does that) and installs nothing.
+            LOG.log(System.Logger.Level.WARNING, "SIGHUP is ignored by whoever started blockmoverd (nohup?): " +
+                "reload the configuration with 'blockmover reload' instead");
+        }
         final ServiceNotifier notifier = conductor.serviceNotifier();
         final String initialStatus = conductor.serviceStatus(); // before the conductor thread owns the groups
         final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
@@ -143,6 +150,28 @@ public final class Blockmoverd implements Callable<Integer>
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopped");
         barrier.close();
         return 0;
+    }
+
+    /**
+     * @return whether SIGHUP was ignored when this process started (bit 0 of SigIgn in /proc/self/status).
+     */
+    private static boolean isHangUpIgnored()
+    {
+        try
+        {
+            for (final String line : java.nio.file.Files.readAllLines(Path.of("/proc/self/status")))
+            {
+                if (line.startsWith("SigIgn:"))
+                {
+                    return (Long.parseUnsignedLong(line.substring("SigIgn:".length()).trim(), 16) & 1) != 0;
+                }
+            }
+        }
+        catch (final java.io.IOException | NumberFormatException ex)
+        {
+            LOG.log(System.Logger.Level.DEBUG, "cannot read /proc/self/status: " + ex);
+        }
+        return false;
     }
 
     /**
