@@ -17,6 +17,7 @@ import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Model.PositionalParamSpec;
 
 import io.blockmover.daemon.Blockmoverd;
+import io.blockmover.daemon.ConfigReload;
 import io.blockmover.daemon.Configuration;
 
 /**
@@ -63,7 +64,7 @@ public final class ManPages
     private void command(final CommandSpec spec, final String pageName) throws IOException
     {
         final StringBuilder page = new StringBuilder();
-        header(page, pageName, 1, String.join(" ", spec.usageMessage().description()).split("\\. |\\.$")[0]);
+        header(page, pageName, 1, summary(String.join(" ", spec.usageMessage().description())));
         section(page, "SYNOPSIS");
         page.append(".nf\n").append(roff(synopsis(spec))).append(".fi\n");
         section(page, "DESCRIPTION");
@@ -129,6 +130,9 @@ public final class ManPages
             page.append(".TP\n.BR \"").append(roff(property.getKey())).append("\" \" = ")
                 .append(roff(property.getValue()[0].isEmpty() ? "(none)" : property.getValue()[0])).append("\"\n")
                 .append(roff(property.getValue()[1])).append('\n');
+            final String reload = ConfigReload.whenApplied(property.getKey());
+            page.append(".br\n").append(reload == null ? "A change needs a restart." :
+                roff("A reload applies a change " + reload + ".")).append('\n');
         }
         page.append(".TP\n.BI peer. NAME .address\nhost:port of the peer's listener\n")
             .append(".TP\n.BI peer. NAME .key.file\nfile holding the key shared with the peer (mode 0600, at " +
@@ -157,6 +161,20 @@ public final class ManPages
         section(page, "SEE ALSO");
         page.append(man("blockmover", 1)).append(",\n").append(man("systemd.exec", 5)).append('\n');
         write(page, "blockmoverd", 8);
+    }
+
+    /**
+     * @return the first clause of a description, short enough for the NAME line (whatis, apropos).
+     */
+    static String summary(final String description)
+    {
+        String text = description.split("[.:;] |[.:;]$")[0];
+        final int comma = text.indexOf(", ", 20);
+        if (text.length() > 70 && comma > 0)
+        {
+            text = text.substring(0, comma);
+        }
+        return text;
     }
 
     private static String synopsis(final CommandSpec spec)
@@ -241,7 +259,8 @@ public final class ManPages
     private static String description(final ArgSpec arg)
     {
         String text = String.join(" ", arg.description());
-        if (arg.defaultValue() != null && !text.contains("${DEFAULT-VALUE}"))
+        if (arg.defaultValue() != null && !text.contains("${DEFAULT-VALUE}") &&
+            !text.toLowerCase(Locale.ROOT).contains("default"))
         {
             text += " (default: " + arg.defaultValue() + ")";
         }

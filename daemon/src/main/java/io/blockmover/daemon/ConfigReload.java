@@ -125,7 +125,7 @@ public final class ConfigReload
      * @param name a property.
      * @return when a reload applies it, or null when only a restart does.
      */
-    static String whenApplied(final String name)
+    public static String whenApplied(final String name)
     {
         if (name.startsWith(Configuration.PEER_PREFIX) && !Configuration.isKnown(name))
         {
