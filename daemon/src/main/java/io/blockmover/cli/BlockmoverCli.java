@@ -40,6 +40,7 @@ import io.blockmover.cnc.CncFile;
         VerifyCommand.class,
         PeerCommand.class,
         TopologyCommand.class,
+        ReloadCommand.class,
         CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",
@@ -52,8 +53,8 @@ import io.blockmover.cnc.CncFile;
         "1:the job failed, was cancelled, or verify found differences",
         "2:usage error (unknown command or option)",
         "3:blockmoverd is not running or not reachable on its control socket",
-        "4:the request was refused: bad input (missing volume, destination too small, volume in use,",
-        "  misaligned size, unknown peer or job); nothing was changed",
+        "4:the request was refused: bad input (missing volume, destination too small, volume in use, " +
+            "misaligned size, unknown peer or job, invalid configuration on reload); nothing was changed",
         "5:the peer refused or could not be reached (wrong key, peer down, protocol error)"})
 public final class BlockmoverCli
 {
@@ -469,6 +470,11 @@ public final class BlockmoverCli
             System.out.println("  listen   " + status.get("listen"));
             System.out.println("  control  " + status.get("control_socket"));
             System.out.println("  counters " + status.get("counters_file"));
+            if (status.get("config_loaded_ms") instanceof Number loaded)
+            {
+                System.out.println("  config   " + (status.get("config_file") == null ? "(no file)" :
+                    status.get("config_file")) + ", loaded " + java.time.Instant.ofEpochMilli(loaded.longValue()));
+            }
             for (final Map<String, Object> peer : (List<Map<String, Object>>)status.get("peers"))
             {
                 System.out.printf(Locale.ROOT, "  peer %s at %s: transport %s (%s)%s%n", peer.get("name"),

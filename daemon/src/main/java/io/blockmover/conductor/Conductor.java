@@ -11,11 +11,13 @@ import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 
 import org.agrona.CloseHelper;
@@ -45,6 +47,7 @@ import io.blockmover.rdma.RdmaEndpoint;
 import io.blockmover.rdma.RdmaListener;
 import io.blockmover.rdma.MemlockLimit;
 import io.blockmover.rdma.MemlockLimitException;
+import io.blockmover.systemd.ServiceNotifier;
 
 /**
  * The one agent that owns every resource of the daemon: the slab, the counters file, the control socket, the
@@ -58,7 +61,8 @@ public final class Conductor implements Agent, ControlServer.Handler
     private static final System.Logger LOG = System.getLogger("blockmoverd");
     private static final long HOUSEKEEPING_INTERVAL_NS = 100_000_000L;
 
-    private final Context ctx;
+    // Not final: a configuration reload swaps it (conductor thread only); everyone reads it through ctx().
+    private Context ctx;
     private final CncFile cnc;
     private final Slab slab;
     private final ControlServer control;
@@ -84,6 +88,9 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final ConductorEvents events = new ConductorEvents(this);
     private final GroupMetricsPublisher groupMetrics = new GroupMetricsPublisher(this);
     private long nextMetricsNs;
+    private final AtomicBoolean reloadRequested = new AtomicBoolean();
+    private final ServiceNotifier notifier = ServiceNotifier.fromEnvironment();
+    private long configLoadedMs = System.currentTimeMillis();
 
     /**
      * Opens every resource, in an order that fails before anything is half-started.
@@ -204,10 +211,16 @@ public final class Conductor implements Agent, ControlServer.Handler
         }
         work += groups.doWork(nowNs);
         work += topologyTests.doWork(nowNs);
+        if (reloadRequested.get() && reloadRequested.compareAndSet(true, false))
+        {
+            Reloader.reload(this, null, null);
+            work++;
+        }
         if (nowNs >= nextHousekeepingNs)
         {
             nextHousekeepingNs = nowNs + HOUSEKEEPING_INTERVAL_NS;
             cnc.heartbeat(System.currentTimeMillis());
+            work += ServiceStatus.onHousekeeping(this, notifier, nowNs);
             groups.housekeeping();
             events.tick();
             if (nowNs >= nextMetricsNs)
@@ -489,6 +502,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 case "cancel" -> cancel(client, id, args);
                 case "config" -> client.reply(id, ctx.effective());
                 case "events" -> events.subscribe(client, id, args);
+                case "reload" -> Reloader.reload(this, client, id);
                 default ->
                 {
                     if (!groups.onRequest(client, id, op, args) &&
@@ -496,10 +510,10 @@ public final class Conductor implements Agent, ControlServer.Handler
                         !topologyTests.onRequest(client, id, op, args))
                     {
                         throw new BlockmoverException(ErrorCode.BAD_REQUEST, "unknown operation '" + op + "' (known: " +
-                            "ping, status, jobs, job, copy, cancel, config, groups, group-status, group-create, " +
-                            "group-suspend, group-resume, group-delete, group-switch, group-set, group-verify, " +
-                            "group-test-mount, group-test-dismount, events, peer-show, peer-set, topology-start, " +
-                            "topology-status)");
+                            "ping, status, jobs, job, copy, cancel, config, reload, groups, group-status, " +
+                            "group-create, group-suspend, group-resume, group-delete, group-switch, group-set, " +
+                            "group-verify, group-test-mount, group-test-dismount, events, peer-show, peer-set, " +
+                            "topology-start, topology-status)");
                     }
                 }
             }
@@ -662,6 +676,8 @@ public final class Conductor implements Agent, ControlServer.Handler
         s.put("rdma_listener", rdmaListenerNote);
         s.put("control_socket", ctx.controlSocket().toString());
         s.put("counters_file", ctx.countersFile().toString());
+        s.put("config_file", ctx.configFile() == null ? null : ctx.configFile().toString());
+        s.put("config_loaded_ms", configLoadedMs);
         s.put("slab_slots_free", slab.freeSlots());
         final List<Map<String, Object>> peers = new ArrayList<>();
         for (final PeerConfig peer : ctx.peers().values())
@@ -793,6 +809,50 @@ public final class Conductor implements Agent, ControlServer.Handler
     Context ctx()
     {
         return ctx;
+    }
+
+    /**
+     * Asks the conductor to re-read its configuration file at its next duty cycle (SIGHUP). Any thread.
+     */
+    public void requestReload()
+    {
+        reloadRequested.set(true);
+        selector.wakeup();
+    }
+
+    /**
+     * @return what tells systemd about the daemon (off outside systemd).
+     */
+    public ServiceNotifier serviceNotifier()
+    {
+        return notifier;
+    }
+
+    /**
+     * Runs with a reloaded configuration from now on. Conductor thread only.
+     */
+    void reconfigure(final Context reloaded)
+    {
+        ctx = reloaded;
+        configLoadedMs = System.currentTimeMillis();
+    }
+
+    long configLoadedMs()
+    {
+        return configLoadedMs;
+    }
+
+    Collection<CopyJob> jobs()
+    {
+        return jobs.values();
+    }
+
+    /**
+     * @return one line for systemd's STATUS=: every group and active job. Conductor thread only.
+     */
+    public String serviceStatus()
+    {
+        return ServiceStatus.describe(this);
     }
 
     CncFile cnc()

@@ -823,6 +823,23 @@ final class Groups implements AutoCloseable
         return list;
     }
 
+    /**
+     * @return peer name to a group that replicates with it: a configuration reload must not remove such a peer.
+     */
+    Map<String, String> peersInUse()
+    {
+        final Map<String, String> inUse = new TreeMap<>();
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            inUse.put(handle.config.peer, "group " + handle.config.name);
+        }
+        for (final DestinationGroupHandle handle : destinations.values())
+        {
+            inUse.put(handle.config.peer, "group " + handle.config.name);
+        }
+        return inUse;
+    }
+
     List<Map<String, Object>> localExports()
     {
         final List<Map<String, Object>> list = new ArrayList<>();

@@ -9,11 +9,14 @@ import org.agrona.concurrent.ShutdownSignalBarrier;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
+import sun.misc.Signal;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.cnc.CncFile;
 import io.blockmover.cnc.SystemCounter;
 import io.blockmover.conductor.Conductor;
+import io.blockmover.log.StderrLoggerFinder;
+import io.blockmover.systemd.ServiceNotifier;
 
 /**
  * blockmoverd: the replication daemon. Validates its whole configuration before any thread starts, then runs the
@@ -102,6 +105,7 @@ public final class Blockmoverd implements Callable<Integer>
             return 0;
         }
 
+        StderrLoggerFinder.threshold(ctx.logLevel());
         final CncFile cnc;
         final Conductor conductor;
         try
@@ -115,6 +119,18 @@ public final class Blockmoverd implements Callable<Integer>
             return ex.code() == io.blockmover.ErrorCode.CONFIG_INVALID ? EXIT_CONFIG : 1;
         }
 
+        // SIGHUP re-reads the configuration (systemctl reload, kill -HUP) instead of the JVM's default, which is to
+        // shut down. The handler only raises a flag: the conductor reloads on its own thread.
+        final boolean hangUpIgnored = isHangUpIgnored();
+        Signal.handle(new Signal("HUP"), (signal) -> conductor.requestReload());
+        if (hangUpIgnored)
+        {
+            // The JVM keeps a signal ignored at its start (nohup does that) and installs nothing.
+            LOG.log(System.Logger.Level.WARNING, "SIGHUP is ignored by whoever started blockmoverd (nohup?): " +
+                "reload the configuration with 'blockmover reload' instead");
+        }
+        final ServiceNotifier notifier = conductor.serviceNotifier();
+        final String initialStatus = conductor.serviceStatus(); // before the conductor thread owns the groups
         final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
         final AgentRunner runner = new AgentRunner(
             conductor.idleStrategy(),
@@ -141,8 +157,10 @@ public final class Blockmoverd implements Callable<Integer>
         AgentRunner.startOnThread(runner);
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " ready: peers on " + ctx.listen() +
             ", control " + ctx.controlSocket() + ", peers " + ctx.peers().keySet() + ", chunk " + ctx.chunkLength() +
-            " bytes, slab " + ctx.slabSlots() + " slots");
+            " bytes, slab " + ctx.slabSlots() + " slots; " + notifier.describe());
+        notifier.ready(initialStatus);
         barrier.await();
+        notifier.stopping("stopping: forcing volumes and bitmaps, closing sessions");
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopping");
         org.agrona.CloseHelper.quietClose(metrics);
         runner.close();
@@ -150,6 +168,28 @@ public final class Blockmoverd implements Callable<Integer>
         LOG.log(System.Logger.Level.INFO, "blockmoverd " + ctx.nodeName() + " stopped");
         barrier.close();
         return 0;
+    }
+
+    /**
+     * @return whether SIGHUP was ignored when this process started (bit 0 of SigIgn in /proc/self/status).
+     */
+    private static boolean isHangUpIgnored()
+    {
+        try
+        {
+            for (final String line : java.nio.file.Files.readAllLines(Path.of("/proc/self/status")))
+            {
+                if (line.startsWith("SigIgn:"))
+                {
+                    return (Long.parseUnsignedLong(line.substring("SigIgn:".length()).trim(), 16) & 1) != 0;
+                }
+            }
+        }
+        catch (final java.io.IOException | NumberFormatException ex)
+        {
+            LOG.log(System.Logger.Level.DEBUG, "cannot read /proc/self/status: " + ex);
+        }
+        return false;
     }
 
     /**

@@ -36,6 +36,7 @@ public final class Configuration
     public static final String NBD_WORKERS = "nbd.workers";
     public static final String GROUP_LOG_SIZE = "group.log.size";
     public static final String METRICS_LISTEN = "metrics.listen";
+    public static final String LOG_LEVEL = "log.level";
     /** nbd.export.NAME = PATH: a volume served over NBD without replication (a baseline, or a scratch disk). */
     public static final String NBD_EXPORT_PREFIX = "nbd.export.";
 
@@ -79,6 +80,7 @@ public final class Configuration
         define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
         define(METRICS_LISTEN, "", "loopback address:port of an HTTP endpoint serving /metrics in the Prometheus " +
             "format, e.g. 127.0.0.1:9477 (empty: none; loopback only, it has no authentication)");
+        define(LOG_LEVEL, "INFO", "least severe log messages written: DEBUG, INFO, WARNING or ERROR");
     }
 
     private Configuration()

@@ -39,6 +39,7 @@ import static io.blockmover.daemon.Configuration.NBD_WORKERS;
 import static io.blockmover.daemon.Configuration.FLUSH_INTERVAL;
 import static io.blockmover.daemon.Configuration.HEARTBEAT_INTERVAL;
 import static io.blockmover.daemon.Configuration.LISTEN;
+import static io.blockmover.daemon.Configuration.LOG_LEVEL;
 import static io.blockmover.daemon.Configuration.NODE_NAME;
 import static io.blockmover.daemon.Configuration.PEER_ADDRESS;
 import static io.blockmover.daemon.Configuration.PEER_KEY_FILE;
@@ -91,6 +92,8 @@ public final class Context
     private long groupLogSize;
     private final Map<String, Path> localExports = new TreeMap<>();
     private long flushIntervalNs;
+    private System.Logger.Level logLevel;
+    private Path configFile;
 
     private Context()
     {
@@ -133,7 +136,25 @@ public final class Context
             }
         }
         final Context ctx = new Context();
+        ctx.configFile = configFile;
         ctx.resolve(raw);
+        return ctx;
+    }
+
+    /**
+     * A context from properties already resolved once (names without prefix), validated again; used by a reload
+     * to keep the running value of a setting that only a restart can change.
+     *
+     * @param configFile the file the properties came from, or null.
+     * @param properties name to value.
+     * @return the validated context.
+     * @throws BlockmoverException CONFIG_INVALID listing every problem.
+     */
+    static Context fromProperties(final Path configFile, final Map<String, String> properties)
+    {
+        final Context ctx = new Context();
+        ctx.configFile = configFile;
+        ctx.resolve(new TreeMap<>(properties));
         return ctx;
     }
 
@@ -252,6 +273,15 @@ public final class Context
                 "metrics endpoint has no authentication, so it listens on 127.0.0.1 or ::1 only (scrape through " +
                 "node_exporter's textfile collector or a local proxy instead)");
             metricsListen = null;
+        }
+        try
+        {
+            logLevel = System.Logger.Level.valueOf(effective.get(LOG_LEVEL).toUpperCase(Locale.ROOT));
+            effective.put(LOG_LEVEL, logLevel.getName());
+        }
+        catch (final IllegalArgumentException ex)
+        {
+            problems.add(LOG_LEVEL + " '" + effective.get(LOG_LEVEL) + "' must be DEBUG, INFO, WARNING or ERROR");
         }
         resolvePeers(raw, problems);
 
@@ -676,5 +706,21 @@ public final class Context
     public Map<String, PeerConfig> peers()
     {
         return peers;
+    }
+
+    /**
+     * @return least severe level logged.
+     */
+    public System.Logger.Level logLevel()
+    {
+        return logLevel;
+    }
+
+    /**
+     * @return the configuration file read, or null when there was none (defaults and -D only).
+     */
+    public Path configFile()
+    {
+        return configFile;
     }
 }

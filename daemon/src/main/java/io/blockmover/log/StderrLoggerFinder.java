@@ -14,8 +14,19 @@ import java.util.ResourceBundle;
 public final class StderrLoggerFinder extends System.LoggerFinder
 {
     private static final DateTimeFormatter TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS");
-    private static final System.Logger.Level THRESHOLD =
+    // Volatile: a configuration reload (SIGHUP) changes it on the conductor thread while every thread logs.
+    private static volatile System.Logger.Level threshold =
         System.Logger.Level.valueOf(System.getProperty("blockmover.log.level", "INFO"));
+
+    /**
+     * Sets the least severe level written, at start-up and on a configuration reload. Any thread.
+     *
+     * @param level new threshold.
+     */
+    public static void threshold(final System.Logger.Level level)
+    {
+        threshold = level;
+    }
 
     @Override
     public System.Logger getLogger(final String name, final Module module)
@@ -34,7 +45,7 @@ public final class StderrLoggerFinder extends System.LoggerFinder
         @Override
         public boolean isLoggable(final Level level)
         {
-            return level != Level.OFF && level.getSeverity() >= THRESHOLD.getSeverity();
+            return level != Level.OFF && level.getSeverity() >= threshold.getSeverity();
         }
 
         @Override
