@@ -25,6 +25,8 @@ public final class GroupConfig
     public final long createdMs;
     public boolean suspended;
     public boolean initialSyncDone;
+    /** Source only: writes through the NBD exports refused by 'group freeze' (a cluster demoted it). */
+    public boolean frozen;
 
     /**
      * One replicated volume: where it lives on the source and on the destination, and its size.
@@ -109,6 +111,7 @@ public final class GroupConfig
         r.put("created_ms", createdMs);
         r.put("suspended", suspended);
         r.put("initial_sync_done", initialSyncDone);
+        r.put("frozen", frozen);
         return r;
     }
 
@@ -128,6 +131,7 @@ public final class GroupConfig
             ((Number)r.get("created_ms")).longValue());
         c.suspended = Boolean.TRUE.equals(r.get("suspended"));
         c.initialSyncDone = Boolean.TRUE.equals(r.get("initial_sync_done"));
+        c.frozen = Boolean.TRUE.equals(r.get("frozen"));
         return c;
     }
 }
