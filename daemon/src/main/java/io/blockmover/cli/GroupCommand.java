@@ -323,9 +323,10 @@ final class GroupCommand implements Callable<Integer>
     @Command(name = "freeze", mixinStandardHelpOptions = true,
         description = {
             "Refuse writes through a source group's NBD exports (clients get ESHUTDOWN) while this host stays the",
-            "source and keeps replicating what it already has. The Pacemaker agent's demote does this when the",
-            "partner cannot take the source role over, so that no two hosts accept writes. Kept across restarts",
-            "of blockmoverd; 'thaw' undoes it, a switch or failover clears it."})
+            "source and keeps replicating what it already has. The Pacemaker agent's demote does this: no",
+            "writes until the partner is promoted (a planned switch from this frozen source) or this host is",
+            "promoted again, even when the partner is gone. Kept across restarts of blockmoverd; 'thaw' undoes",
+            "it, a switch or failover clears it."})
     static final class Freeze extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")

@@ -499,7 +499,7 @@ final class SourceGroupHandle
 
     /**
      * Refuses (or accepts again) writes through the group's NBD exports while it stays the source and keeps
-     * replicating: what a cluster's demote does when the partner cannot take the source role over.
+     * replicating: what a cluster's demote does, so that the partner's promote can then switch without a race.
      */
     void freeze(final boolean value)
     {
