@@ -27,6 +27,8 @@ import io.blockmover.replication.group.RpoTarget;
         GroupCommand.Suspend.class,
         GroupCommand.Resume.class,
         GroupCommand.Switch.class,
+        GroupCommand.Freeze.class,
+        GroupCommand.Thaw.class,
         GroupCommand.Delete.class,
         GroupCommand.Set.class,
         TestFailoverCommand.class,
@@ -366,6 +368,9 @@ final class GroupCommand implements Callable<Integer>
             "the initial sync or while the partner is unreachable. Stop the applications first: their writes",
             "fail during the switch.",
             "",
+            "On the destination without --force, while it receives from the source: asks the source for the",
+            "same planned switch over the peer link, and returns once this host is the source.",
+            "",
             "On the destination with --force (failover, the source is lost): this host becomes the source at",
             "the last write it received; writes the lost source acknowledged but never sent are gone. The old",
             "source must rejoin as the destination ('blockmover group delete NAME' there), and then receives",
@@ -395,6 +400,45 @@ final class GroupCommand implements Callable<Integer>
                     status.get("state") + "), partner " + status.get("peer"));
             }
             return 0;
+        }
+    }
+
+    /**
+     * blockmover group freeze.
+     */
+    @Command(name = "freeze", mixinStandardHelpOptions = true,
+        description = {
+            "Refuse writes through a source group's NBD exports (clients get ESHUTDOWN) while this host stays the",
+            "source and keeps replicating what it already has. The Pacemaker agent's demote does this: no",
+            "writes until the partner is promoted (a planned switch from this frozen source) or this host is",
+            "promoted again, even when the partner is gone. Kept across restarts of blockmoverd; 'thaw' undoes",
+            "it, a switch or failover clears it."})
+    static final class Freeze extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Override
+        public Integer call()
+        {
+            return simple("group-freeze", name, "frozen", this);
+        }
+    }
+
+    /**
+     * blockmover group thaw.
+     */
+    @Command(name = "thaw", mixinStandardHelpOptions = true,
+        description = "Accept writes through a frozen source group's NBD exports again.")
+    static final class Thaw extends BlockmoverCli.Common implements Callable<Integer>
+    {
+        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
+        String name;
+
+        @Override
+        public Integer call()
+        {
+            return simple("group-thaw", name, "thawed", this);
         }
     }
 

@@ -42,6 +42,8 @@ final class DestinationGroupHandle
     private long linkedSinceMs;
     private TestMount testMount;
     private String testMountError;
+    /** When the last session from the source ended (0: none yet): how long a failover has been waiting. */
+    private long unlinkedSinceMs;
 
     DestinationGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -164,6 +166,7 @@ final class DestinationGroupHandle
             return 0;
         }
         lastError = receiver.status().message();
+        unlinkedSinceMs = System.currentTimeMillis();
         conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
         closeSession();
         return 1;
@@ -282,6 +285,7 @@ final class DestinationGroupHandle
             s.put("last_error", lastError);
         }
         s.put("linked_since_ms", receiver != null ? linkedSinceMs : 0);
+        s.put("unlinked_since_ms", receiver != null ? 0 : unlinkedSinceMs);
         s.put("sessions", sessions);
         final List<Map<String, Object>> vols = new ArrayList<>();
         for (final GroupConfig.VolumePair pair : config.volumes)

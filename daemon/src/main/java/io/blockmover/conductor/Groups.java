@@ -38,6 +38,7 @@ final class Groups implements AutoCloseable
     private final List<SourceGroupHandle> pendingSnapshot = new ArrayList<>();
     private final List<Volume> localVolumes = new ArrayList<>();
     private final GroupVerifies verifies;
+    private final List<SwitchRequest> switchRequests = new ArrayList<>();
 
     Groups(final Conductor conductor)
     {
@@ -162,6 +163,16 @@ final class Groups implements AutoCloseable
             work += handle.doWork();
         }
         work += verifies.doWork(nowNs);
+        // Backwards, so that a finished request can leave the list without an iterator.
+        for (int i = switchRequests.size() - 1; i >= 0; i--)
+        {
+            final SwitchRequest request = switchRequests.get(i);
+            if (request.doWork(nowNs, sources.containsKey(request.name())))
+            {
+                switchRequests.remove(i);
+                work++;
+            }
+        }
         return work;
     }
 
@@ -223,6 +234,8 @@ final class Groups implements AutoCloseable
             case "group-suspend" -> client.reply(id, suspend(name(args), true));
             case "group-resume" -> client.reply(id, suspend(name(args), false));
             case "group-delete" -> client.reply(id, delete(name(args)));
+            case "group-freeze" -> client.reply(id, freeze(name(args), true));
+            case "group-thaw" -> client.reply(id, freeze(name(args), false));
             case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")));
             case "group-set" -> client.reply(id, set(name(args), args));
             case "group-verify", "group-verify-status", "group-verify-schedule" ->
@@ -476,6 +489,22 @@ final class Groups implements AutoCloseable
         return handle.status();
     }
 
+    private Map<String, Object> freeze(final String name, final boolean freeze)
+    {
+        final SourceGroupHandle handle = sources.get(name);
+        if (handle == null)
+        {
+            if (destinations.containsKey(name))
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
+                    "its volumes are never writable here, so there is nothing to " + (freeze ? "freeze" : "thaw"));
+            }
+            throw noSuchGroup(name);
+        }
+        handle.freeze(freeze);
+        return handle.status();
+    }
+
     Map<String, Object> statusOf(final String name)
     {
         return status(name);
@@ -499,6 +528,13 @@ final class Groups implements AutoCloseable
         if (destination == null)
         {
             throw noSuchGroup(name);
+        }
+        if (!force && destination.isReceiving())
+        {
+            // A planned switch asked for here: the source drives it.
+            switchRequests.add(new SwitchRequest(conductor, name, destination.config.peer, client, id,
+                conductor.clock().nanoTime()));
+            return;
         }
         if (!force)
         {
@@ -573,6 +609,7 @@ final class Groups implements AutoCloseable
             old.blockOnDisconnect, pairs, old.logSize, old.regionLength, old.createdMs);
         config.initialSyncDone = !failover;
         config.rpoTargetMs = old.rpoTargetMs;
+        config.verifyIntervalMs = old.verifyIntervalMs; // kept for when the role comes back
         SourceGroupHandle.createBitmaps(store.dir(old.name), config, failover);
         store.save(config);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
@@ -602,6 +639,7 @@ final class Groups implements AutoCloseable
             old.blockOnDisconnect, swap(old.volumes), old.logSize, old.regionLength, old.createdMs);
         config.initialSyncDone = true;
         config.rpoTargetMs = old.rpoTargetMs;
+        config.verifyIntervalMs = old.verifyIntervalMs; // kept for when the role comes back
         store.save(config);
         final DestinationGroupHandle handle = new DestinationGroupHandle(conductor, store, config);
         destinations.put(config.name, handle);
@@ -664,6 +702,10 @@ final class Groups implements AutoCloseable
         if (problem != null)
         {
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, problem);
+        }
+        if (Boolean.TRUE.equals(open.get("switch_request")))
+        {
+            return acceptSwitchRequest(peer, sessionId, name, channel);
         }
         if (sources.containsKey(name))
         {
@@ -759,6 +801,35 @@ final class Groups implements AutoCloseable
         }
         final FrameConnection connection = channel.connection();
         handle.startSession(connection, sessionId);
+        return opened;
+    }
+
+    /**
+     * The destination asks this source for a planned switch: start it (or refuse, saying why) and acknowledge; the
+     * switch itself then runs as if 'blockmover group switch' had been typed here.
+     */
+    private Map<String, Object> acceptSwitchRequest(final String peer, final int sessionId, final String name,
+        final ControlChannel channel)
+    {
+        final SourceGroupHandle source = sources.get(name);
+        if (source == null || !source.config.peer.equals(peer))
+        {
+            throw new BlockmoverException(ErrorCode.NO_SUCH_GROUP, "no source group " + name + " replicating to " +
+                peer + " on " + conductor.ctx().nodeName());
+        }
+        source.requestSwitch(null, null, conductor.clock().nanoTime());
+        final Map<String, Object> opened = new LinkedHashMap<>();
+        opened.put("switching", true);
+        try
+        {
+            channel.sendJson(FrameType.OPENED, sessionId, opened);
+        }
+        catch (final java.io.IOException ex)
+        {
+            conductor.log("group " + name + ": " + peer + " asked for a switch but did not hear the answer (" +
+                ex.getMessage() + "); the switch goes on");
+        }
+        channel.connection().close();
         return opened;
     }
 
@@ -862,6 +933,10 @@ final class Groups implements AutoCloseable
         for (final SourceGroupHandle handle : pending)
         {
             handle.close();
+        }
+        for (final SwitchRequest request : switchRequests)
+        {
+            request.close();
         }
         if (nbd != null)
         {

@@ -58,6 +58,8 @@ final class SourceGroupHandle
     private ControlServer.Client pendingClient;
     private Object pendingId;
     private ControlServer.Client switchClient;
+    /** A switch is running; its client is null when the destination asked for it (it learns the outcome itself). */
+    private boolean switching;
     private Object switchId;
     private long switchDeadlineNs;
     private long switchRetryNs;
@@ -111,6 +113,8 @@ final class SourceGroupHandle
                 log.reset(log.tailLsn() + 1);
             }
             group = new SourceGroup(config, dir, volumes, log, fresh || hostCrashed);
+            // A frozen source stays frozen across restarts: a cluster demoted it and has not promoted it since.
+            group.freeze(config.frozen);
             if ("crashed".equals(lastRun))
             {
                 final long replayed = group.replayUnwritten();
@@ -211,7 +215,7 @@ final class SourceGroupHandle
         {
             return 0;
         }
-        if (switchClient != null)
+        if (switching)
         {
             return doSwitch(nowNs);
         }
@@ -379,7 +383,7 @@ final class SourceGroupHandle
      */
     void requestSwitch(final ControlServer.Client client, final Object id, final long nowNs)
     {
-        if (switchClient != null)
+        if (switching)
         {
             throw new BlockmoverException(ErrorCode.BUSY, "group " + config.name + " is already switching");
         }
@@ -396,6 +400,7 @@ final class SourceGroupHandle
         }
         group.freeze(true);
         switchClient = client;
+        switching = true;
         switchId = id;
         switchDeadlineNs = nowNs + conductor.ctx().connectTimeoutNs() * 6;
         conductor.log("group " + config.name + ": switching roles with " + config.peer + ", writes refused while " +
@@ -460,12 +465,16 @@ final class SourceGroupHandle
                 final ControlServer.Client client = switchClient;
                 final Object id = switchId;
                 switchClient = null;
+                switching = false;
                 switchDialer = null;
                 final long lsn = group.publishedLsn();
                 conductor.groups().switchedToDestination(this);
                 conductor.log("group " + config.name + " switched: " + config.peer + " is now its source (LSN " +
                     lsn + ")");
-                client.reply(id, conductor.groups().statusOf(config.name));
+                if (client != null)
+                {
+                    client.reply(id, conductor.groups().statusOf(config.name));
+                }
             }
             return work;
         }
@@ -495,13 +504,38 @@ final class SourceGroupHandle
             switchDialer.close();
             switchDialer = null;
         }
-        group.freeze(false);
+        group.freeze(config.frozen);
         final ControlServer.Client client = switchClient;
         switchClient = null;
+        switching = false;
         retryAtNs = 0;
         conductor.log("group " + config.name + ": switch abandoned, still the source: " + message);
-        client.error(switchId, code, "switch abandoned, " + conductor.ctx().nodeName() + " is still the source: " +
-            message);
+        if (client != null)
+        {
+            client.error(switchId, code, "switch abandoned, " + conductor.ctx().nodeName() + " is still the source: " +
+                message);
+        }
+    }
+
+    /**
+     * Refuses (or accepts again) writes through the group's NBD exports while it stays the source and keeps
+     * replicating: what a cluster's demote does, so that the partner's promote can then switch without a race.
+     */
+    void freeze(final boolean value)
+    {
+        if (switching)
+        {
+            throw new BlockmoverException(ErrorCode.BUSY, "group " + config.name + " is switching roles: retry when " +
+                "the switch is over");
+        }
+        config.frozen = value;
+        store.save(config);
+        if (group != null)
+        {
+            group.freeze(value);
+        }
+        conductor.log("group " + config.name + (value ? " frozen: writes through its exports are refused" :
+            " thawed: writes through its exports are accepted"));
     }
 
     void suspend()
@@ -620,6 +654,7 @@ final class SourceGroupHandle
         s.put("peer", config.peer);
         s.put("state", state().label());
         s.put("on_disconnect", config.blockOnDisconnect ? "block" : "continue");
+        s.put("frozen", config.frozen);
         s.put("transport", shipper != null ? transport : null);
         if (transportReason != null)
         {

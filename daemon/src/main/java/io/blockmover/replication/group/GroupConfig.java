@@ -29,6 +29,8 @@ public final class GroupConfig
     public long rpoTargetMs;
     /** Scheduled verify (source only): run 'blockmover verify' this often, 0 = off. */
     public long verifyIntervalMs;
+    /** Source only: writes through the NBD exports refused by 'group freeze' (a cluster demoted it). */
+    public boolean frozen;
 
     /**
      * One replicated volume: where it lives on the source and on the destination, and its size.
@@ -115,6 +117,7 @@ public final class GroupConfig
         r.put("initial_sync_done", initialSyncDone);
         r.put("rpo_target_ms", rpoTargetMs);
         r.put("verify_interval_ms", verifyIntervalMs);
+        r.put("frozen", frozen);
         return r;
     }
 
@@ -136,6 +139,7 @@ public final class GroupConfig
         c.initialSyncDone = Boolean.TRUE.equals(r.get("initial_sync_done"));
         c.rpoTargetMs = r.get("rpo_target_ms") instanceof Number n ? n.longValue() : 0;
         c.verifyIntervalMs = r.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
+        c.frozen = Boolean.TRUE.equals(r.get("frozen"));
         return c;
     }
 }

@@ -235,7 +235,8 @@ public final class SourceGroup implements AutoCloseable
             {
                 // Checked under the append lock: once freeze() returns, no write can append any more.
                 throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name +
-                    " is switching roles: its source moves to " + config.peer);
+                    " refuses writes: it is switching roles with " + config.peer + ", or frozen (a cluster demoted " +
+                    "it; 'blockmover group thaw')");
             }
             // Overlapping writes must reach the volume in LSN order, the order the destination applies them in:
             // a write waits while its regions are fenced for resync or another write to them is still in flight.
