@@ -257,6 +257,13 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             // Digests, not data: this side's copy is compared at exactly this point of the write history.
             verifier.check(cursor.lsn(), cursor.volume(), cursor.offset(), payload, volumes[cursor.volume()], buffer);
+            // Counted towards the next release, though no volume needs forcing for it: a log that holds only
+            // VERIFY records must still be given back.
+            if (unforcedBytes == 0)
+            {
+                firstUnforcedNs = clock.nanoTime();
+            }
+            unforcedBytes += cursor.length();
             appliedPosition = cursor.position();
             appliedLsn = cursor.lsn();
             recordsApplied++;

@@ -26,8 +26,12 @@ public final class GroupReceiver implements Agent
 {
     /** Record flag: the source lost continuity and starts a new LSN sequence with this record. */
     public static final int RECORD_RESTART = 2;
-    /** Record flag: the source had regions left to resync when it sent this record (the prefix is inconsistent). */
-    public static final int RECORD_UNCLEAN = 4;
+    /**
+     * Record flag: the source had regions left to resync when it sent this record (the prefix is inconsistent).
+     * Sent only, never logged. Record flags share one word: SourceGroup.RECORD_RESYNC 1, RECORD_RESTART 2,
+     * VerifyRecord.RECORD_VERIFY 4, this 8, SourceGroup.RECORD_WRITTEN 1 &lt;&lt; 16.
+     */
+    public static final int RECORD_UNCLEAN = 8;
     /** Heartbeat aux flag: the source had nothing to resync and had sent everything through the sequence. */
     public static final int HEARTBEAT_CLEAN = 1;
 
@@ -241,7 +245,7 @@ public final class GroupReceiver implements Agent
             group.sourceState(receiveHeader.sequence(), false);
         }
         final long position = log.commit(receiveHeader.sequence(), receiveHeader.volumeId(), receiveHeader.offset(),
-            (int)receiveHeader.aux() & ~RECORD_RESTART, receiveHeader.payloadCrc());
+            (int)receiveHeader.aux() & ~(RECORD_RESTART | RECORD_UNCLEAN), receiveHeader.payloadCrc());
         if (position < 0)
         {
             checksumFailures++;

@@ -32,6 +32,22 @@ class VerifyRecordTest
     }
 
     @Test
+    void shouldUseARecordFlagNoOtherRecordFlagUses()
+    {
+        // RECORD_UNCLEAN once had the value 4 too: every record sent during a resync then read as a VERIFY.
+        final int[] others = {io.blockmover.replication.group.SourceGroup.RECORD_RESYNC,
+            io.blockmover.replication.group.GroupReceiver.RECORD_RESTART,
+            io.blockmover.replication.group.GroupReceiver.RECORD_UNCLEAN,
+            io.blockmover.replication.group.SourceGroup.RECORD_WRITTEN};
+        int seen = VerifyRecord.RECORD_VERIFY;
+        for (final int flag : others)
+        {
+            assertEquals(0, seen & flag, "record flag " + flag + " is taken twice");
+            seen |= flag;
+        }
+    }
+
+    @Test
     void shouldUse64KiBSubBlocksAndNeverMoreThan64APerRegion()
     {
         assertEquals(65536, VerifyRecord.subBlockLength(1 << 20));
