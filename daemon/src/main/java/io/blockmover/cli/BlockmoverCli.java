@@ -123,13 +123,22 @@ public final class BlockmoverCli
      */
     public static int run(final String... args)
     {
+        // The help texts are written for 110 columns; picocli's default of 80 re-wrapped every line raggedly.
+        if (System.getProperty("picocli.usage.width") == null)
+        {
+            System.setProperty("picocli.usage.width", "110");
+        }
         final CommandLine commandLine = new CommandLine(new BlockmoverCli());
         commandLine.setExecutionExceptionHandler((ex, cmd, parseResult) ->
         {
             if (ex instanceof BlockmoverException bex)
             {
-                final boolean json = parseResult.subcommand() != null &&
-                    parseResult.subcommand().hasMatchedOption("--json");
+                // --json may sit on any level: 'blockmover group status x --json' is two subcommands deep.
+                boolean json = false;
+                for (CommandLine.ParseResult level = parseResult; level != null; level = level.subcommand())
+                {
+                    json |= level.hasMatchedOption("--json");
+                }
                 if (json)
                 {
                     final Map<String, Object> error = new LinkedHashMap<>();
