@@ -1,6 +1,5 @@
 package io.blockmover.cli;
 
-import java.io.Console;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -300,85 +299,45 @@ public final class BlockmoverCli
     }
 
     /**
-     * A live progress line: bytes, rate, ETA; redrawn in place on a terminal, a line every few seconds otherwise.
+     * The copy's progress: bytes, rate, ETA; regions compared while seeding or verifying.
      */
     static final class Progress
     {
-        private final PrintStream out;
-        private final boolean quiet;
-        private final boolean terminal;
-        private long lastNs = System.nanoTime();
-        private long lastDone = -1;
-        private double rate;
-        private long lastPrintNs;
-        private boolean drawn;
+        private final ProgressLine line;
 
         Progress(final PrintStream out, final boolean quiet)
         {
-            this.out = out;
-            this.quiet = quiet;
-            final Console console = System.console();
-            this.terminal = console != null;
+            line = new ProgressLine(out, quiet);
         }
 
         void show(final Map<String, Object> job)
         {
             final long size = ((Number)job.get("size")).longValue();
             final long done = ((Number)job.get("bytes_done")).longValue();
-            final long now = System.nanoTime();
-            if (lastDone >= 0 && now > lastNs)
-            {
-                final double instant = (done - lastDone) / ((now - lastNs) / 1e9);
-                rate = rate == 0 ? instant : 0.7 * rate + 0.3 * instant;
-            }
-            lastDone = done;
-            lastNs = now;
-            if (quiet || (!terminal && now - lastPrintNs < TimeUnit.SECONDS.toNanos(2) && !isTerminal(job)))
+            if (!line.update(done, isTerminal(job)))
             {
                 return;
             }
-            lastPrintNs = now;
-            final int width = 30;
-            final String line;
             if (job.get("phase_total") instanceof Number total && total.longValue() > 0)
             {
                 // Seeding or verifying: progress is regions compared on both sides, not bytes sent.
                 final long checked = ((Number)job.get("phase_done")).longValue();
                 final double fraction = (double)checked / total.longValue();
-                line = String.format(Locale.ROOT, "[%s] %5.1f%% %s: %d of %d regions compared", bar(fraction, width),
-                    fraction * 100, job.get("phase"), checked, total.longValue());
+                line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s: %d of %d regions compared",
+                    ProgressLine.bar(fraction), fraction * 100, job.get("phase"), checked, total.longValue()));
             }
             else
             {
                 final double fraction = size == 0 ? 1 : (double)done / size;
-                line = String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s", bar(fraction, width),
-                    fraction * 100, Format.bytes(done), Format.bytes(size), Format.rate(rate),
-                    Format.duration(rate > 0 ? (size - done) / rate : Double.NaN), job.get("phase"));
+                line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s",
+                    ProgressLine.bar(fraction), fraction * 100, Format.bytes(done), Format.bytes(size),
+                    Format.rate(line.rate()), Format.duration(line.secondsLeft(size - done)), job.get("phase")));
             }
-            if (terminal)
-            {
-                out.print("\r" + line + "   ");
-                drawn = true;
-            }
-            else
-            {
-                out.println(line);
-            }
-            out.flush();
-        }
-
-        private static String bar(final double fraction, final int width)
-        {
-            final int filled = Math.max(0, Math.min(width, (int)Math.round(fraction * width)));
-            return "=".repeat(filled) + " ".repeat(width - filled);
         }
 
         void end()
         {
-            if (drawn)
-            {
-                out.println();
-            }
+            line.end();
         }
     }
 

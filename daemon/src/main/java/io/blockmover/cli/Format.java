@@ -5,13 +5,17 @@ import java.util.Locale;
 /**
  * Human formats for sizes, rates and durations.
  */
-final class Format
+public final class Format
 {
     private Format()
     {
     }
 
-    static String bytes(final long bytes)
+    /**
+     * @param bytes a size.
+     * @return it in binary units, e.g. {@code 1.5 GiB}; also used by the topology report.
+     */
+    public static String bytes(final long bytes)
     {
         final String[] units = {"B", "KiB", "MiB", "GiB", "TiB"};
         double value = bytes;

@@ -1,6 +1,5 @@
 package io.blockmover.cli;
 
-import java.io.Console;
 import java.io.PrintStream;
 import java.time.Instant;
 import java.util.LinkedHashMap;
@@ -234,71 +233,35 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
     }
 
     /**
-     * A live progress line: regions compared, rate, ETA, differences so far; redrawn in place on a terminal, a
-     * line every few seconds otherwise, nothing with --json.
+     * The verify's progress: regions compared, rate, ETA, differences so far.
      */
     static final class Progress
     {
-        private final PrintStream out;
-        private final boolean quiet;
-        private final boolean terminal;
-        private long lastNs = System.nanoTime();
-        private long lastDone = -1;
-        private double rate;
-        private long lastPrintNs;
-        private boolean drawn;
+        private final ProgressLine line;
 
         Progress(final PrintStream out, final boolean quiet)
         {
-            this.out = out;
-            this.quiet = quiet;
-            final Console console = System.console();
-            this.terminal = console != null;
+            line = new ProgressLine(out, quiet);
         }
 
         void show(final Map<String, Object> job)
         {
             final long total = number(job, "regions_total");
             final long done = number(job, "regions_compared") + number(job, "regions_skipped");
-            final long now = System.nanoTime();
-            if (lastDone >= 0 && now > lastNs)
-            {
-                final double instant = (done - lastDone) / ((now - lastNs) / 1e9);
-                rate = rate == 0 ? instant : 0.7 * rate + 0.3 * instant;
-            }
-            lastDone = done;
-            lastNs = now;
-            if (quiet || (!terminal && now - lastPrintNs < TimeUnit.SECONDS.toNanos(2) && isRunning(job)))
+            if (!line.update(done, !isRunning(job)))
             {
                 return;
             }
-            lastPrintNs = now;
             final double fraction = total == 0 ? 1 : (double)done / total;
-            final int width = 30;
-            final int filled = Math.max(0, Math.min(width, (int)Math.round(fraction * width)));
-            final String line = String.format(Locale.ROOT, "[%s] %5.1f%% %d of %d regions compared  %.0f regions/s " +
-                "(%s)  ETA %s  %d different  %s", "=".repeat(filled) + " ".repeat(width - filled), fraction * 100,
-                done, total, rate, Format.rate(rate * number(job, "region_length")),
-                Format.duration(rate > 0 ? (total - done) / rate : Double.NaN), number(job, "regions_different"),
-                job.get("state"));
-            if (terminal)
-            {
-                out.print("\r" + line + "   ");
-                drawn = true;
-            }
-            else
-            {
-                out.println(line);
-            }
-            out.flush();
+            line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %d of %d regions compared  %.0f regions/s " +
+                "(%s)  ETA %s  %d different  %s", ProgressLine.bar(fraction), fraction * 100, done, total,
+                line.rate(), Format.rate(line.rate() * number(job, "region_length")),
+                Format.duration(line.secondsLeft(total - done)), number(job, "regions_different"), job.get("state")));
         }
 
         void end()
         {
-            if (drawn)
-            {
-                out.println();
-            }
+            line.end();
         }
     }
 }

@@ -117,15 +117,7 @@ public final class HtmlReport
 
     static String bytes(final long bytes)
     {
-        final String[] units = {"B", "KiB", "MiB", "GiB", "TiB"};
-        double value = bytes;
-        int unit = 0;
-        while (value >= 1024 && unit < units.length - 1)
-        {
-            value /= 1024;
-            unit++;
-        }
-        return unit == 0 ? bytes + " B" : String.format(Locale.ROOT, "%.1f %s", value, units[unit]);
+        return io.blockmover.cli.Format.bytes(bytes);
     }
 
     static String rate(final long bps)

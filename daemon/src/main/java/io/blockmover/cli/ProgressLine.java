@@ -1,0 +1,107 @@
+package io.blockmover.cli;
+
+import java.io.Console;
+import java.io.PrintStream;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A live progress line for a long job the CLI follows (copy, verify): redrawn in place on a terminal, a line every
+ * two seconds otherwise (so logs of scripts stay short), nothing when quiet (--json). Keeps a smoothed rate of
+ * whatever unit the caller counts.
+ */
+final class ProgressLine
+{
+    private static final int BAR_WIDTH = 30;
+    private static final long LOG_INTERVAL_NS = TimeUnit.SECONDS.toNanos(2);
+
+    private final PrintStream out;
+    private final boolean quiet;
+    private final boolean terminal;
+    private long lastNs = System.nanoTime();
+    private long lastDone = -1;
+    private double rate;
+    private long lastPrintNs;
+    private boolean drawn;
+
+    ProgressLine(final PrintStream out, final boolean quiet)
+    {
+        this.out = out;
+        this.quiet = quiet;
+        final Console console = System.console();
+        this.terminal = console != null;
+    }
+
+    /**
+     * Records progress and says whether a line should be printed now.
+     *
+     * @param done     units done so far.
+     * @param finished whether the job has ended (its last line is always printed).
+     * @return whether to call {@link #print(String)}.
+     */
+    boolean update(final long done, final boolean finished)
+    {
+        final long now = System.nanoTime();
+        if (lastDone >= 0 && now > lastNs)
+        {
+            final double instant = (done - lastDone) / ((now - lastNs) / 1e9);
+            rate = rate == 0 ? instant : 0.7 * rate + 0.3 * instant;
+        }
+        lastDone = done;
+        lastNs = now;
+        if (quiet || (!terminal && now - lastPrintNs < LOG_INTERVAL_NS && !finished))
+        {
+            return false;
+        }
+        lastPrintNs = now;
+        return true;
+    }
+
+    /**
+     * @return units per second, smoothed; 0 until two updates were seen.
+     */
+    double rate()
+    {
+        return rate;
+    }
+
+    /**
+     * @param remaining units left.
+     * @return the estimated time left, for {@link Format#duration(double)}: NaN while the rate is unknown.
+     */
+    double secondsLeft(final long remaining)
+    {
+        return rate > 0 ? remaining / rate : Double.NaN;
+    }
+
+    void print(final String line)
+    {
+        if (terminal)
+        {
+            out.print("\r" + line + "   ");
+            drawn = true;
+        }
+        else
+        {
+            out.println(line);
+        }
+        out.flush();
+    }
+
+    void end()
+    {
+        if (drawn)
+        {
+            out.println();
+        }
+    }
+
+    /**
+     * @param fraction done, 0 to 1.
+     * @return {@code [=====     ]} for that fraction, without the brackets.
+     */
+    static String bar(final double fraction)
+    {
+        final int filled = Math.max(0, Math.min(BAR_WIDTH, (int)Math.round(fraction * BAR_WIDTH)));
+        return "=".repeat(filled) + " ".repeat(BAR_WIDTH - filled);
+    }
+}
