@@ -13,6 +13,7 @@ import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.verify.VerifyRecord;
 import io.blockmover.transport.FrameConnection;
@@ -25,13 +26,9 @@ import io.blockmover.transport.FrameConnection;
 public final class GroupReceiver implements Agent
 {
     /** Record flag: the source lost continuity and starts a new LSN sequence with this record. */
-    public static final int RECORD_RESTART = 2;
-    /**
-     * Record flag: the source had regions left to resync when it sent this record (the prefix is inconsistent).
-     * Sent only, never logged. Record flags share one word: SourceGroup.RECORD_RESYNC 1, RECORD_RESTART 2,
-     * VerifyRecord.RECORD_VERIFY 4, this 8, SourceGroup.RECORD_WRITTEN 1 &lt;&lt; 16.
-     */
-    public static final int RECORD_UNCLEAN = 8;
+    public static final int RECORD_RESTART = io.blockmover.replication.log.RecordFlags.RESTART;
+    /** Record flag: the source had regions left to resync when it sent this record (the prefix is inconsistent). */
+    public static final int RECORD_UNCLEAN = io.blockmover.replication.log.RecordFlags.UNCLEAN;
     /** Heartbeat aux flag: the source had nothing to resync and had sent everything through the sequence. */
     public static final int HEARTBEAT_CLEAN = 1;
 
@@ -245,7 +242,7 @@ public final class GroupReceiver implements Agent
             group.sourceState(receiveHeader.sequence(), false);
         }
         final long position = log.commit(receiveHeader.sequence(), receiveHeader.volumeId(), receiveHeader.offset(),
-            (int)receiveHeader.aux() & ~(RECORD_RESTART | RECORD_UNCLEAN), receiveHeader.payloadCrc());
+            (int)receiveHeader.aux() & ~RecordFlags.WIRE_ONLY, receiveHeader.payloadCrc());
         if (position < 0)
         {
             checksumFailures++;

@@ -37,9 +37,9 @@ import io.blockmover.replication.log.RecordLog;
 public final class SourceGroup implements AutoCloseable
 {
     /** Record flag on the wire and in the log: the record is a whole region sent by resync, not a client write. */
-    public static final int RECORD_RESYNC = 1;
+    public static final int RECORD_RESYNC = io.blockmover.replication.log.RecordFlags.RESYNC;
     /** Log-only flag: the record's bytes reached the local volume (a record without it is replayed at start). */
-    public static final int RECORD_WRITTEN = 1 << 16;
+    public static final int RECORD_WRITTEN = io.blockmover.replication.log.RecordFlags.WRITTEN;
     /** {@link #appendFencedRegion}: the region is dirty, its resend is pending. */
     public static final long REGION_DIRTY = -2;
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);

@@ -31,7 +31,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 public final class VerifyRecord
 {
     /** Record flag on the wire and in the log: a VERIFY record (digests, no data); never written to a volume. */
-    public static final int RECORD_VERIFY = 4;
+    public static final int RECORD_VERIFY = io.blockmover.replication.log.RecordFlags.VERIFY;
     /** Result status: the destination digested its copy. */
     public static final int STATUS_COMPARED = 0;
     /** Result status: the destination could not read its copy (counted as every sub-block differing). */

@@ -1,0 +1,27 @@
+package io.blockmover.replication.log;
+
+/**
+ * Every bit of a record's flags word, in one place: the same word travels in a RECORD frame's aux field and is
+ * kept in the record's log header, so two features that pick a bit each without seeing the other's collide
+ * silently (UNCLEAN once shared 4 with VERIFY, and resync records were skipped as VERIFY records).
+ * The features' own constants name these values.
+ */
+public final class RecordFlags
+{
+    /** Wire and log: a whole region sent by resync, not a client write. */
+    public static final int RESYNC = 1;
+    /** Wire only: the source lost continuity and starts a new LSN sequence with this record. */
+    public static final int RESTART = 2;
+    /** Wire and log: a VERIFY record (digests of a region, no data); never written to a volume. */
+    public static final int VERIFY = 4;
+    /** Wire only: the source had regions left to resync when it sent this record. */
+    public static final int UNCLEAN = 8;
+    /** Wire-only bits, masked off before a received record is logged. */
+    public static final int WIRE_ONLY = RESTART | UNCLEAN;
+    /** Log only (source): the record's bytes reached the local volume. */
+    public static final int WRITTEN = 1 << 16;
+
+    private RecordFlags()
+    {
+    }
+}
