@@ -8,7 +8,6 @@ import java.util.Map;
 
 import org.agrona.CloseHelper;
 import org.agrona.concurrent.AgentRunner;
-import org.agrona.concurrent.BackoffIdleStrategy;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -19,6 +18,7 @@ import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupReceiver;
 import io.blockmover.replication.group.GroupState;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -95,7 +95,7 @@ final class DestinationGroupHandle
             throw ex;
         }
         store.saveRun(config.name, false);
-        applierRunner = conductor.newRunner(group, new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
+        applierRunner = conductor.newRunner(group, group.idleStrategy());
         AgentRunner.startOnThread(applierRunner);
     }
 
@@ -141,7 +141,8 @@ final class DestinationGroupHandle
         receiver = new GroupReceiver(group, connection, sessionId, conductor.clock(),
             conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(), conductor.ctx().flushBytes(),
             conductor.ctx().flushIntervalNs());
-        receiverRunner = conductor.newDataRunner(receiver, connection);
+        // No spins, as for the source's shipper: a spin is a failed read system call.
+        receiverRunner = conductor.newRunner(receiver, new ConnectionIdleStrategy(connection, null, 0));
         AgentRunner.startOnThread(receiverRunner);
         sessions++;
         linkedSinceMs = System.currentTimeMillis();

@@ -4,7 +4,8 @@ import com.sun.jna.LastErrorException;
 import com.sun.jna.Native;
 
 /**
- * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size.
+ * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size, and
+ * read-ahead advice for mapped files.
  * Direct-mapped through JNA (cheap calls, no interface proxies). Any thread.
  */
 public final class Libc
@@ -41,6 +42,17 @@ public final class Libc
     public static native int ioctl(int fd, long request, int[] out) throws LastErrorException;
 
     public static native int getuid();
+
+    /** madvise: the range will be accessed soon; for a file mapping, read it into the page cache ahead. */
+    public static final int MADV_WILLNEED = 3;
+
+    /**
+     * @param address page-aligned start of a mapping.
+     * @param length  bytes.
+     * @param advice  e.g. {@link #MADV_WILLNEED}.
+     * @return 0, or -1 (advice only: callers may ignore a failure).
+     */
+    public static native int madvise(long address, long length, int advice);
 
     public static native int getpid();
 

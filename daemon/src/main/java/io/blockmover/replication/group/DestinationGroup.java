@@ -8,6 +8,7 @@ import java.util.zip.CRC32C;
 import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.NanoClock;
 
 import io.blockmover.buffer.Slab;
@@ -25,6 +26,11 @@ import io.blockmover.replication.verify.VerifyRecord;
 public final class DestinationGroup implements Agent, AutoCloseable
 {
     static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
+    /** The longest the applier sleeps with nothing to do (bounds how late it notices anything not signalled). */
+    private static final long IDLE_NAP_NS = TimeUnit.MILLISECONDS.toNanos(20);
+    /** The receiver wakes the applier once this much is waiting; less waits at most {@link #APPLY_DELAY_NS}. */
+    private static final long APPLY_BATCH_BYTES = 256 * 1024;
+    private static final long APPLY_DELAY_NS = TimeUnit.MILLISECONDS.toNanos(2);
     private final GroupConfig config;
     private final Volume[] volumes;
     private final RecordLog log;
@@ -36,9 +42,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private final long forceIntervalNs;
     private final boolean[] unforced;
     private final DestinationVerifier verifier;
+    private final WakeableIdleStrategy idle = new WakeableIdleStrategy(this::hasWork, this::napNs);
     private long unforcedBytes;
     private long firstUnforcedNs;
     private long appliedPosition = -1;
+    // Where the applier's cursor stood after its last duty cycle, for the receiver's wake-up decision.
+    private volatile long applyingFrom;
     private volatile long appliedLsn;
     private volatile long recordsApplied;
     private volatile String failure;
@@ -75,6 +84,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.forceIntervalNs = forceIntervalNs;
         this.cursor = log.newCursor();
         this.cursor.position(log.headPosition());
+        this.applyingFrom = log.headPosition();
         this.buffer = BufferUtil.allocateDirectAligned(log.maxRecordLength(), Slab.ALIGNMENT);
         this.unforced = new boolean[volumes.length];
         this.appliedLsn = log.headLsn() - 1;
@@ -148,6 +158,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public void requestHook(final ApplyHook hook)
     {
         requestedHook = hook;
+        idle.wake();
     }
 
     /**
@@ -203,6 +214,50 @@ public final class DestinationGroup implements Agent, AutoCloseable
         return "applier-" + config.name;
     }
 
+    /**
+     * @return how the applier waits: asleep until the receiver logs records ({@link #recordsArrived()}), a test
+     * mount is requested, or its volumes' force falls due.
+     */
+    public IdleStrategy idleStrategy()
+    {
+        return idle;
+    }
+
+    /**
+     * The receiver logged records: wake the applier if it sleeps. Receiver thread.
+     */
+    public void recordsArrived()
+    {
+        if (log.tailPosition() - applyingFrom >= APPLY_BATCH_BYTES)
+        {
+            idle.wake();
+        }
+    }
+
+    private boolean hasWork()
+    {
+        // A failed applier has nothing it can do until the group is reopened: it must sleep, not spin.
+        return failure == null &&
+            (log.tailPosition() - cursor.nextPosition() >= APPLY_BATCH_BYTES || requestedHook != hook);
+    }
+
+    private long napNs()
+    {
+        if (failure != null)
+        {
+            return IDLE_NAP_NS;
+        }
+        // Records waiting below a batch are applied after a short nap rather than one wake-up each: nothing waits
+        // for the apply (the log holds them durably), and on a small host every wake-up takes CPU from the threads
+        // that acknowledge writes.
+        long nap = log.tailPosition() > cursor.nextPosition() ? APPLY_DELAY_NS : IDLE_NAP_NS;
+        if (unforcedBytes > 0)
+        {
+            nap = Math.min(nap, firstUnforcedNs + forceIntervalNs - clock.nanoTime());
+        }
+        return nap;
+    }
+
     @Override
     public int doWork()
     {
@@ -225,6 +280,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 apply();
                 work++;
             }
+            applyingFrom = cursor.nextPosition();
             final long nowNs = clock.nanoTime();
             // Never force just because the log ran dry: at QD1 that is a volume flush per record, competing
             // for the disk with the receiver's log forces that sync writes wait for.

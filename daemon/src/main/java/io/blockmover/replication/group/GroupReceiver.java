@@ -40,6 +40,7 @@ public final class GroupReceiver implements Agent
     private final long peerTimeoutNs;
     private final long forceBytes;
     private final long forceIntervalNs;
+    private final boolean eagerForce;
     private final SessionStatus status = new SessionStatus();
     private final RecordLog log;
     private final FrameHeader receiveHeader = new FrameHeader();
@@ -70,6 +71,7 @@ public final class GroupReceiver implements Agent
         this.peerTimeoutNs = peerTimeoutNs;
         this.forceBytes = forceBytes;
         this.forceIntervalNs = forceIntervalNs;
+        this.eagerForce = group.config().mode == GroupMode.SYNC;
         this.log = group.log();
         this.appendedLsn = log.tailLsn();
         this.ackedLsn = appendedLsn;
@@ -115,7 +117,12 @@ public final class GroupReceiver implements Agent
         try
         {
             final long nowNs = clock.nanoTime();
+            final long appendedBefore = appendedLsn;
             int work = receive(nowNs);
+            if (appendedLsn != appendedBefore)
+            {
+                group.recordsArrived();
+            }
             work += reply(nowNs);
             if (nowNs - lastReceiveNs > peerTimeoutNs && !isWaitingForLog())
             {
@@ -265,23 +272,24 @@ public final class GroupReceiver implements Agent
         {
             return 0;
         }
-        final boolean forceNow = (flushWanted > durableLsn && appendedLsn >= flushWanted) ||
-            unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
-        if (forceNow && appendedLsn > durableLsn)
-        {
-            final long startNs = clock.nanoTime();
-            log.force();
-            group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
-            unforcedBytes = 0;
-            durableLsn = appendedLsn;
-            ackedLsn = appendedLsn;
-            send(FrameType.DURABLE, durableLsn, nowNs);
-            return 1;
-        }
         if (appendedLsn > ackedLsn)
         {
             ackedLsn = appendedLsn;
             send(FrameType.ACK, ackedLsn, nowNs);
+            if (!eagerForce || !connection.flush())
+            {
+                return 1;
+            }
+        }
+        // A sync group's partner forces after every batch it acknowledged, without being asked: the force runs
+        // while the ACK travels and the source writes its own volume, so the two hosts' flushes overlap instead of
+        // one waiting for the other, and the source's FLUSH rarely needs a round trip (SourceGroup.flush). Under
+        // load the records that arrive during one force share the next (group commit).
+        final boolean forceNow = eagerForce || (flushWanted > durableLsn && appendedLsn >= flushWanted) ||
+            unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
+        if (forceNow && appendedLsn > durableLsn)
+        {
+            forceAndAnswer(nowNs);
             return 1;
         }
         if (group.verifier().sendNext(connection, sendHeader, sessionId))
@@ -295,6 +303,17 @@ public final class GroupReceiver implements Agent
             return 1;
         }
         return 0;
+    }
+
+    private void forceAndAnswer(final long nowNs) throws IOException
+    {
+        final long startNs = clock.nanoTime();
+        log.force();
+        group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
+        unforcedBytes = 0;
+        durableLsn = appendedLsn;
+        ackedLsn = appendedLsn;
+        send(FrameType.DURABLE, durableLsn, nowNs);
     }
 
     private void send(final FrameType type, final long sequence, final long nowNs) throws IOException

@@ -95,7 +95,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
      */
     public static org.agrona.concurrent.IdleStrategy idleStrategy(final Shipper shipper)
     {
-        return new ConnectionIdleStrategy(shipper.connection, shipper, 50);
+        // No spins: each is a duty cycle with a failed read system call, and measured at queue depth 1 the shipper
+        // spent more CPU in them than in its work, on a two-core host where the CPU is what the write waits for.
+        return new ConnectionIdleStrategy(shipper.connection, shipper, 0);
     }
 
     /**
@@ -192,7 +194,10 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             work++;
             switch (receiveHeader.type())
             {
-                case ACK -> acked = Math.max(acked, receiveHeader.sequence());
+                case ACK ->
+                {
+                    acked = Math.max(acked, receiveHeader.sequence());
+                }
                 case DURABLE ->
                 {
                     durable = Math.max(durable, receiveHeader.sequence());

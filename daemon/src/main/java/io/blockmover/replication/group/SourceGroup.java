@@ -43,7 +43,14 @@ public final class SourceGroup implements AutoCloseable
     /** {@link #appendFencedRegion}: the region is dirty, its resend is pending. */
     public static final long REGION_DIRTY = -2;
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
-    private static final long SPIN_BEFORE_WAIT_NS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** Writers waiting at once with targeted wake-ups: NBD workers plus connection readers, with room to spare. */
+    private static final int WAITER_SLOTS = 64;
+    /** A waiting writer re-checks whether it should still wait at least this often. */
+    private static final long MAX_PARTNER_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
+    // Spinning pays only with a core to spare: on two cores the spinner takes the CPU from the shipper that is
+    // about to deliver the ACK it waits for.
+    private static final long SPIN_BEFORE_WAIT_NS =
+        Runtime.getRuntime().availableProcessors() > 2 ? TimeUnit.MICROSECONDS.toNanos(50) : 0;
 
     private final GroupConfig config;
     private final Volume[] volumes;
@@ -56,6 +63,9 @@ public final class SourceGroup implements AutoCloseable
     private final Object appendLock = new Object();
     private final Object forceLock = new Object();
     private final Object progress = new Object();
+    // Writers waiting for the partner's ACK, and for its DURABLE: woken only when their LSN is reached.
+    private final LsnWaiters ackWaiters = new LsnWaiters(WAITER_SLOTS);
+    private final LsnWaiters durableWaiters = new LsnWaiters(WAITER_SLOTS);
     private final ByteBuffer zeros;
 
     // Guarded by appendLock.
@@ -328,10 +338,6 @@ public final class SourceGroup implements AutoCloseable
         final long lsn = publishedLsn;
         final boolean remote = waitsForPartner() && lsn > durableLsn;
         final long startNs = System.nanoTime();
-        if (remote)
-        {
-            requestDurable(lsn);
-        }
         volumes[vol].force();
         if (bitmapsTouched)
         {
@@ -340,6 +346,13 @@ public final class SourceGroup implements AutoCloseable
             {
                 b.force();
             }
+        }
+        if (remote && durableLsn < lsn)
+        {
+            // The partner of a sync group forces on its own after every batch (GroupReceiver), so its DURABLE is
+            // usually here by the time our own force is done: asking costs a wake-up of the shipper and a frame
+            // each way, so ask only when it has not come.
+            requestDurable(lsn);
         }
         if (remote && awaitPartner(lsn, true))
         {
@@ -449,7 +462,9 @@ public final class SourceGroup implements AutoCloseable
         {
             return true;
         }
-        synchronized (progress)
+        final LsnWaiters waiters = durable ? durableWaiters : ackWaiters;
+        final int slot = waiters.enter(lsn);
+        try
         {
             while ((durable ? durableLsn : ackedLsn) < lsn)
             {
@@ -461,16 +476,16 @@ public final class SourceGroup implements AutoCloseable
                 {
                     return false;
                 }
-                try
+                if (Thread.currentThread().isInterrupted())
                 {
-                    progress.wait(100);
-                }
-                catch (final InterruptedException ex)
-                {
-                    Thread.currentThread().interrupt();
                     throw new NbdErrorException(NbdProtocol.NBD_EIO, "interrupted");
                 }
+                waiters.park(slot, MAX_PARTNER_PARK_NS);
             }
+        }
+        finally
+        {
+            waiters.leave(slot);
         }
         return true;
     }
@@ -678,11 +693,8 @@ public final class SourceGroup implements AutoCloseable
     {
         linked = false;
         shipperWakeup = () -> { };
-        synchronized (progress)
-        {
-            partnerCurrent = false;
-            progress.notifyAll();
-        }
+        partnerCurrent = false;
+        wakeAllWaiters();
     }
 
     void partnerProgress(final long acked, final long durable)
@@ -697,8 +709,18 @@ public final class SourceGroup implements AutoCloseable
             {
                 durableLsn = durable;
             }
-            progress.notifyAll();
         }
+        ackWaiters.signal(ackedLsn);
+        durableWaiters.signal(durableLsn);
+    }
+
+    /**
+     * Wakes every waiting writer to re-check whether it should wait at all.
+     */
+    private void wakeAllWaiters()
+    {
+        ackWaiters.signalAll();
+        durableWaiters.signalAll();
     }
 
     /**
@@ -714,11 +736,8 @@ public final class SourceGroup implements AutoCloseable
         final boolean current = clean && (partnerCurrent || (publishedLsn - ackedLsn) * 4096L < backlogLimitBytes);
         if (current != partnerCurrent)
         {
-            synchronized (progress)
-            {
-                partnerCurrent = current;
-                progress.notifyAll();
-            }
+            partnerCurrent = current;
+            wakeAllWaiters();
         }
         if (!linked)
         {
@@ -785,10 +804,7 @@ public final class SourceGroup implements AutoCloseable
     public void suspended(final boolean value)
     {
         suspended = value;
-        synchronized (progress)
-        {
-            progress.notifyAll();
-        }
+        wakeAllWaiters();
     }
 
     /**
@@ -858,8 +874,8 @@ public final class SourceGroup implements AutoCloseable
         {
             ackedLsn = lastLsn;
             durableLsn = lastLsn;
-            progress.notifyAll();
         }
+        wakeAllWaiters();
     }
 
     public long dirtyRegions()
@@ -904,10 +920,7 @@ public final class SourceGroup implements AutoCloseable
             return;
         }
         closed = true;
-        synchronized (progress)
-        {
-            progress.notifyAll();
-        }
+        wakeAllWaiters();
         forceLog();
         for (final DirtyBitmap b : bitmaps)
         {

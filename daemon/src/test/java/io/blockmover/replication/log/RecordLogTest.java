@@ -190,6 +190,40 @@ class RecordLogTest
     }
 
     /**
+     * A sparse log made every force of its first lap allocate blocks too (and a fallocated one would convert
+     * extents): the production open writes every block once, while tests that need a huge log keep it sparse.
+     */
+    @Test
+    void shouldWriteEveryBlockOfANewLogSoForcesNeverAllocate() throws IOException, InterruptedException
+    {
+        final Path file = dir.resolve("allocated.log");
+        try (RecordLog log = RecordLog.open(file, 8L << 20, MAX_RECORD_LENGTH))
+        {
+            assertTrue(append(log, 1, 4096) >= 0);
+            log.force();
+        }
+        final long size = Files.size(file);
+        assertTrue(allocatedBytes(file) >= size, "allocated " + allocatedBytes(file) + " of " + size);
+        try (RecordLog log = RecordLog.open(file, 8L << 20, MAX_RECORD_LENGTH))
+        {
+            assertEquals(1, log.recovery().records(), "the zeros are not mistaken for records");
+        }
+
+        final Path sparse = dir.resolve("sparse.log");
+        RecordLog.open(sparse, 8L << 20, MAX_RECORD_LENGTH, 1 << 20).close();
+        assertTrue(allocatedBytes(sparse) < Files.size(sparse) / 2, "the test-only open stays sparse");
+    }
+
+    private static long allocatedBytes(final Path file) throws IOException, InterruptedException
+    {
+        final Process stat = new ProcessBuilder("stat", "-c", "%b %B", file.toString()).start();
+        final String[] out = new String(stat.getInputStream().readAllBytes(), StandardCharsets.US_ASCII).trim()
+            .split(" ");
+        assertEquals(0, stat.waitFor());
+        return Long.parseLong(out[0]) * Long.parseLong(out[1]);
+    }
+
+    /**
      * The source's front end appends while its shipper and flushes force from other threads. A CRC object shared
      * between the two once gave appends wrong payload CRCs, which the partner then refused forever.
      */
@@ -421,7 +455,8 @@ class RecordLogTest
         final long capacity = 3L << 30;
         final Path file = dir.resolve("large.log");
         final long start = capacity - 2 * MAX_RECORD_LENGTH;
-        try (RecordLog log = RecordLog.open(file, capacity, MAX_RECORD_LENGTH))
+        // Sparse: the test places records far into the log without writing 3 GiB first.
+        try (RecordLog log = RecordLog.open(file, capacity, MAX_RECORD_LENGTH, 1 << 30))
         {
             assertEquals(1 << 30, log.segmentLength());
             log.resetAt(start, 1);
