@@ -194,10 +194,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             work++;
             switch (receiveHeader.type())
             {
-                case ACK ->
-                {
-                    acked = Math.max(acked, receiveHeader.sequence());
-                }
+                case ACK -> acked = Math.max(acked, receiveHeader.sequence());
                 case DURABLE ->
                 {
                     durable = Math.max(durable, receiveHeader.sequence());

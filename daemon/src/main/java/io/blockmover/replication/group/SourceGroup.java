@@ -519,11 +519,7 @@ public final class SourceGroup implements AutoCloseable
         boolean appended = false;
         try
         {
-            while (inflight[vol].get((int)region) > 0)
-            {
-                Thread.onSpinWait();
-            }
-            volumes[vol].read(offset, buffer, length);
+            readQuiescent(vol, region, offset, buffer, length);
             synchronized (appendLock)
             {
                 final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN, buffer,
@@ -538,12 +534,7 @@ public final class SourceGroup implements AutoCloseable
         }
         finally
         {
-            synchronized (appendLock)
-            {
-                fencedVolume = -1;
-                fencedRegion = -1;
-                appendLock.notifyAll();
-            }
+            liftFence();
         }
         if (appended)
         {
@@ -551,6 +542,29 @@ public final class SourceGroup implements AutoCloseable
             shipperWakeup.run();
         }
         return appended;
+    }
+
+    /**
+     * Reads a fenced region once the writes already in flight to it have reached the volume.
+     */
+    private void readQuiescent(final int vol, final long region, final long offset, final ByteBuffer buffer,
+        final int length) throws IOException
+    {
+        while (inflight[vol].get((int)region) > 0)
+        {
+            Thread.onSpinWait();
+        }
+        volumes[vol].read(offset, buffer, length);
+    }
+
+    private void liftFence()
+    {
+        synchronized (appendLock)
+        {
+            fencedVolume = -1;
+            fencedRegion = -1;
+            appendLock.notifyAll();
+        }
     }
 
     /**
@@ -591,11 +605,7 @@ public final class SourceGroup implements AutoCloseable
         long lsn = RecordLog.NO_SPACE;
         try
         {
-            while (inflight[vol].get((int)region) > 0)
-            {
-                Thread.onSpinWait();
-            }
-            volumes[vol].read(offset, buffer, length);
+            readQuiescent(vol, region, offset, buffer, length);
             final int n = digester.digest(buffer, length, payload);
             synchronized (appendLock)
             {
@@ -613,12 +623,7 @@ public final class SourceGroup implements AutoCloseable
         }
         finally
         {
-            synchronized (appendLock)
-            {
-                fencedVolume = -1;
-                fencedRegion = -1;
-                appendLock.notifyAll();
-            }
+            liftFence();
         }
         if (lsn > 0)
         {

@@ -118,8 +118,10 @@ class LsnWaitersTest
 
     private static void awaitParked(final Thread thread) throws InterruptedException
     {
+        final long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (thread.getState() != Thread.State.TIMED_WAITING)
         {
+            assertTrue(System.nanoTime() - deadlineNs < 0, thread.getName() + " never parked");
             Thread.sleep(1);
         }
     }
