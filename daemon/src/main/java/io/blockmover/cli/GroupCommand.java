@@ -56,7 +56,8 @@ final class GroupCommand implements Callable<Integer>
     @Command(name = "create", mixinStandardHelpOptions = true, sortOptions = false,
         description = {
             "Create a group on this host (the source) and its partner side on PEER, then start the initial sync:",
-            "every region of every volume is sent while writes through the NBD exports are already replicated.",
+            "every region of every volume is sent while writes through the NBD exports are already replicated",
+            "(with --seeded: every region is compared on both hosts, and only those that differ are sent).",
             "Returns once the partner accepted the group; follow it with 'blockmover group status NAME'."})
     static final class Create extends BlockmoverCli.Common implements Callable<Integer>
     {
@@ -92,8 +93,9 @@ final class GroupCommand implements Callable<Integer>
             "status' and the log, and never repairs. Default: off")
         String verifyInterval;
 
-        @Option(names = "--seeded", description = "the partner's volumes already hold a similar copy (not " +
-            "supported for groups yet: refused)")
+        @Option(names = "--seeded", description = "the partner's volumes already hold a similar copy (restored " +
+            "from a backup, an earlier copy, a detached replica): the initial sync compares every region's " +
+            "checksums on both hosts and sends only the regions that differ, instead of every region")
         boolean seeded;
 
         @Option(names = "--rpo-target", paramLabel = "DURATION", description = "recovery point objective, e.g. " +

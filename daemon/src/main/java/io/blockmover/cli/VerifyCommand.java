@@ -215,7 +215,8 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
         final StringBuilder s = new StringBuilder("verify every ").append(verify.get("interval"));
         if (verify.get("running") instanceof Map<?, ?> running)
         {
-            s.append(", running: ").append(number((Map<String, Object>)running, "regions_compared")).append(" of ")
+            s.append(Boolean.TRUE.equals(running.get("seed")) ? ", seeded initial sync: " : ", running: ")
+                .append(number((Map<String, Object>)running, "regions_compared")).append(" of ")
                 .append(number((Map<String, Object>)running, "regions_total")).append(" regions compared");
         }
         if (verify.get("last") instanceof Map<?, ?> last)

@@ -33,6 +33,7 @@ final class GroupVerifies
     private static final long SCHEDULE_POLL_NS = 1_000_000_000L;
     private static final long STALL_NS = 60_000_000_000L;
     private static final long RETRY_FAILED_MS = 10 * 60_000L;
+    private static final long SEED_RETRY_NS = 2_000_000_000L;
 
     private final Conductor conductor;
     private final GroupStore store;
@@ -41,9 +42,13 @@ final class GroupVerifies
     private final Map<String, Job> jobs = new HashMap<>();
     private final Map<String, Map<String, Object>> lastResults = new HashMap<>();
     private final List<Job> running = new ArrayList<>();
+    /** Seeded groups: the region the next seed verify starts from (a failed one resumes where it was answered). */
+    private final Map<String, Long> seedResume = new HashMap<>();
+    private final Map<String, Long> seedRetryNs = new HashMap<>();
     private long nextJobId = System.currentTimeMillis() * 1000;
     private long nextPollNs;
     private long nextScheduleNs;
+    private long nextSeedNs;
 
     /**
      * One verify of one group.
@@ -54,6 +59,8 @@ final class GroupVerifies
         final String group;
         final boolean repair;
         final boolean scheduled;
+        /** The initial sync of a seeded group: compare everything, resend what differs. */
+        final boolean seed;
         final long startedMs = System.currentTimeMillis();
         final SourceGroup source;
         final SourceVerifier verifier;
@@ -66,18 +73,19 @@ final class GroupVerifies
         long progressNs;
         long skipped;
         long different;
+        long repaired;
         List<long[]> mismatches = List.of();
-        List<long[]> repairing = List.of();
         ErrorCode errorCode;
         String error;
 
-        Job(final long id, final String group, final boolean repair, final boolean scheduled,
+        Job(final long id, final String group, final boolean repair, final boolean scheduled, final boolean seed,
             final SourceGroup source, final SourceVerifier verifier)
         {
             this.id = id;
             this.group = group;
             this.repair = repair;
             this.scheduled = scheduled;
+            this.seed = seed;
             this.source = source;
             this.verifier = verifier;
             this.totalRegions = verifier.totalRegions();
@@ -167,14 +175,21 @@ final class GroupVerifies
         if (state == GroupState.INITIAL_SYNC || !config.initialSyncDone)
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is still in its initial " +
-                "sync: the destination is not a copy yet, so there is nothing to verify; run verify once " +
-                "'blockmover group status " + name + "' says replicating");
+                "sync: " + (config.seeding ? "it is comparing every region with " + config.peer + " (seeded), " +
+                "which is a verify with repair already" : "the destination is not a copy yet, so there is nothing " +
+                "to verify") + "; run verify once 'blockmover group status " + name + "' says replicating");
         }
         if (!handle.partnerVerifies())
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, config.peer + " runs a blockmoverd that " +
                 "cannot verify (it did not offer it when the group linked): upgrade blockmover there");
         }
+        return launch(name, group, repair, scheduled, false, maxRate, 0);
+    }
+
+    private Job launch(final String name, final SourceGroup group, final boolean repair, final boolean scheduled,
+        final boolean seed, final long maxRate, final long fromRegion)
+    {
         SourceVerifier verifier = (SourceVerifier)group.verifier();
         if (verifier == null)
         {
@@ -182,13 +197,49 @@ final class GroupVerifies
             verifier = new SourceVerifier(group);
             group.verifier(verifier);
         }
-        final Job job = new Job(nextJobId++, name, repair, scheduled, group, verifier);
-        verifier.start(job.id, maxRate);
+        final Job job = new Job(nextJobId++, name, repair, scheduled, seed, group, verifier);
+        verifier.start(job.id, maxRate, repair, fromRegion);
         jobs.put(name, job);
         running.add(job);
-        conductor.log("group " + name + ": " + (scheduled ? "scheduled " : "") + "verify " + job.id + " started (" +
-            job.totalRegions + " regions" + (repair ? ", repair" : "") + ")");
+        conductor.log("group " + name + ": " + (seed ? "seeded initial sync: comparing regions" + (fromRegion > 0 ?
+            " from region " + fromRegion : "") + ", verify " + job.id : (scheduled ? "scheduled " : "") + "verify " +
+            job.id) + " started (" + job.totalRegions + " regions" + (repair ? ", repair" : "") + ")");
         return job;
+    }
+
+    /**
+     * Starts or resumes the comparison of every seeded group that is linked and not comparing yet. A partner that
+     * cannot verify cannot be compared with: the group falls back to sending every region.
+     */
+    private int seed(final long nowNs)
+    {
+        int started = 0;
+        for (final SourceGroupHandle handle : sources.values())
+        {
+            final GroupConfig config = handle.config;
+            final Job job = jobs.get(config.name);
+            final SourceGroup group = handle.group();
+            if (!config.seeding || (job != null && job.isRunning()) || group == null || config.suspended ||
+                !group.isLinked() || handle.state() != GroupState.INITIAL_SYNC ||
+                nowNs - seedRetryNs.getOrDefault(config.name, nowNs - 1) < 0)
+            {
+                continue;
+            }
+            if (!handle.partnerVerifies())
+            {
+                for (int i = 0; i < group.volumeCount(); i++)
+                {
+                    group.dirty(i).setAll();
+                }
+                group.forceBitmaps();
+                handle.seedAbandoned(config.peer + " cannot compare checksums (its blockmoverd did not offer " +
+                    "verify): every region will be sent");
+                continue;
+            }
+            launch(config.name, group, true, false, true, 0, seedResume.getOrDefault(config.name, 0L));
+            started++;
+        }
+        return started;
     }
 
     private Map<String, Object> verifyStatus(final String name)
@@ -243,6 +294,11 @@ final class GroupVerifies
             nextScheduleNs = nowNs + SCHEDULE_POLL_NS;
             work += schedule();
         }
+        if (nowNs >= nextSeedNs)
+        {
+            nextSeedNs = nowNs + POLL_NS;
+            work += seed(nowNs);
+        }
         return work;
     }
 
@@ -293,59 +349,40 @@ final class GroupVerifies
                 return;
             }
             job.mismatches = verifier.mismatches();
+            job.repaired = verifier.markedDirty();
             verifier.abandon();
-            if (job.repair && !job.mismatches.isEmpty())
+            if (job.repaired > 0)
             {
-                markForRepair(job);
+                // Repair is a resend: the verifier marked each different region dirty as its result came in, and
+                // the resyncer sends them through the ordered stream like any catch-up, fenced against writes.
+                job.source.forceBitmaps();
+                job.state = "repairing";
+                conductor.log("group " + job.group + ": verify " + job.id + " found " + job.different + " regions " +
+                    "different; resending them");
                 return;
             }
             finish(job);
         }
-        else if (isRepaired(job))
+        else if (job.source.dirtyRegions() == 0)
         {
+            // Nothing dirty is left: every region marked for repair has been resent (and anything else too).
             finish(job);
         }
-    }
-
-    /**
-     * Repair is a resend: the mismatching regions become dirty, and the resyncer sends them through the ordered
-     * stream like any catch-up, fenced against writes.
-     */
-    private void markForRepair(final Job job)
-    {
-        final int regionLength = job.source.config().regionLength;
-        final List<long[]> regions = new ArrayList<>();
-        for (final long[] m : job.mismatches)
-        {
-            for (long r = m[1] / regionLength; r <= (m[1] + m[2] - 1) / regionLength; r++)
-            {
-                job.source.dirty((int)m[0]).set(r);
-                regions.add(new long[] {m[0], r});
-            }
-        }
-        job.source.forceBitmaps();
-        job.repairing = regions;
-        job.state = "repairing";
-        conductor.log("group " + job.group + ": verify " + job.id + " found " + job.different + " regions " +
-            "different; resending " + regions.size());
-    }
-
-    private static boolean isRepaired(final Job job)
-    {
-        for (final long[] r : job.repairing)
-        {
-            if (job.source.dirty((int)r[0]).get(r[1]))
-            {
-                return false;
-            }
-        }
-        return true;
     }
 
     private void finish(final Job job)
     {
         job.state = "completed";
         job.finishedMs = System.currentTimeMillis();
+        if (job.seed)
+        {
+            seedResume.remove(job.group);
+            final SourceGroupHandle handle = sources.get(job.group);
+            if (handle != null)
+            {
+                handle.seedCompared();
+            }
+        }
         conductor.cnc().counter(SystemCounter.VERIFY_MISMATCHES).getAndAdd(job.different);
         final String result = result(job);
         final String line = "group " + job.group + ": verify " + job.id + " " + result + ", " + job.compared +
@@ -359,12 +396,25 @@ final class GroupVerifies
 
     private void fail(final Job job, final ErrorCode code, final String message)
     {
+        if (job.seed)
+        {
+            // Not a verify anyone asked for: no result to keep. Regions answered stay compared (their
+            // differences are dirty, being resent), so the next attempt resumes after them.
+            seedResume.put(job.group, job.verifier.answeredThrough() + 1);
+            seedRetryNs.put(job.group, System.nanoTime() + SEED_RETRY_NS);
+        }
         job.verifier.abandon();
         job.state = "failed";
         job.finishedMs = System.currentTimeMillis();
         job.errorCode = code;
         job.error = message;
         job.mismatches = job.verifier.mismatches();
+        if (job.seed)
+        {
+            conductor.log("group " + job.group + ": seeded initial sync paused (" + message + "); the comparison " +
+                "resumes from region " + seedResume.get(job.group) + " when the group is linked again");
+            return;
+        }
         conductor.log("group " + job.group + ": verify " + job.id + " failed: " + message);
         saveLast(job);
     }
@@ -425,6 +475,7 @@ final class GroupVerifies
         m.put("result", result(job));
         m.put("repair", job.repair);
         m.put("scheduled", job.scheduled);
+        m.put("seed", job.seed);
         m.put("started_ms", job.startedMs);
         m.put("finished_ms", job.finishedMs);
         m.put("region_length", regionLength);
@@ -433,7 +484,7 @@ final class GroupVerifies
         m.put("regions_compared", job.isRunning() ? job.verifier.compared() : job.compared);
         m.put("regions_skipped", job.isRunning() ? job.verifier.skipped() : job.skipped);
         m.put("regions_different", job.isRunning() ? job.verifier.different() : job.different);
-        m.put("regions_repaired", job.state.equals("completed") ? job.repairing.size() : 0);
+        m.put("regions_repaired", job.state.equals("completed") ? job.repaired : 0);
         final List<Map<String, Object>> ranges = new ArrayList<>();
         final List<long[]> mismatches = job.isRunning() && job.state.equals("verifying") ?
             job.verifier.mismatches() : job.mismatches;
@@ -539,5 +590,7 @@ final class GroupVerifies
             running.remove(job);
         }
         lastResults.remove(name);
+        seedResume.remove(name);
+        seedRetryNs.remove(name);
     }
 }

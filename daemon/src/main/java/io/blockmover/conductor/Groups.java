@@ -333,11 +333,6 @@ final class Groups implements AutoCloseable
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--on-disconnect must be continue or block, not '" +
                 onDisconnect + "'");
         }
-        if (Boolean.TRUE.equals(args.get("seeded")))
-        {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--seeded is not supported for groups yet: create " +
-                "the group without it (every region is sent), or seed with 'blockmover copy --seeded' first");
-        }
         final long logSize = args.get("log_size") instanceof Number n ? n.longValue() : conductor.ctx().groupLogSize();
         final long verifyIntervalMs = args.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
         if (logSize < 16L * conductor.ctx().chunkLength())
@@ -379,6 +374,7 @@ final class Groups implements AutoCloseable
             "block".equals(onDisconnect), pairs, logSize, conductor.ctx().chunkLength(), System.currentTimeMillis());
         config.rpoTargetMs = rpoTargetMs(args);
         config.verifyIntervalMs = verifyIntervalMs;
+        config.seeding = Boolean.TRUE.equals(args.get("seeded"));
         store.delete(name);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
         try

@@ -113,6 +113,20 @@ final class SourceGroupHandle
                 log.reset(log.tailLsn() + 1);
             }
             group = new SourceGroup(config, dir, volumes, log, fresh || hostCrashed);
+            if (fresh && config.seeding)
+            {
+                // Seeded: nothing is assumed different; the seed verify marks what is (see GroupVerifies).
+                for (int i = 0; i < volumes.length; i++)
+                {
+                    group.dirty(i).clearAll();
+                }
+                group.forceBitmaps();
+            }
+            else if (hostCrashed && config.seeding)
+            {
+                // Every region is dirty again: the initial sync resends everything, a comparison would skip it all.
+                seedAbandoned("every region will be resent");
+            }
             // A frozen source stays frozen across restarts: a cluster demoted it and has not promoted it since.
             group.freeze(config.frozen);
             if ("crashed".equals(lastRun))
@@ -299,6 +313,10 @@ final class SourceGroupHandle
                 log.headLsn() + ".." + log.tailLsn() + ": continuity lost, every region will be resent");
             group.restartFrom(held);
             restart = true;
+            if (config.seeding)
+            {
+                seedAbandoned("every region will be resent");
+            }
         }
         transport = connection.transportName();
         shipper = new Shipper(group, connection, sessionId, restart ? group.log().tailLsn() : held, restart,
@@ -327,7 +345,7 @@ final class SourceGroupHandle
 
     private int checkSession(final long nowNs)
     {
-        if (!config.initialSyncDone && group.isLinked() && group.dirtyRegions() == 0 &&
+        if (!config.initialSyncDone && !config.seeding && group.isLinked() && group.dirtyRegions() == 0 &&
             GroupStatus.isDrained(group))
         {
             config.initialSyncDone = true;
@@ -342,6 +360,31 @@ final class SourceGroupHandle
         closeSession();
         connectionFailed(why, nowNs, ErrorCode.PEER_UNREACHABLE);
         return 1;
+    }
+
+    /**
+     * The seed verify compared every region and every different one has been resent: from here the initial sync
+     * ends like any other, once nothing is dirty and the partner holds the log.
+     */
+    void seedCompared()
+    {
+        config.seeding = false;
+        store.save(config);
+        conductor.log("group " + config.name + ": seeded initial sync compared every region");
+    }
+
+    /**
+     * The initial sync of a seeded group goes on without the comparison: every region is dirty (sent whole).
+     */
+    void seedAbandoned(final String why)
+    {
+        config.seeding = false;
+        if (pendingClient == null)
+        {
+            // A group still waiting for its partner's acceptance is saved when accepted.
+            store.save(config);
+        }
+        conductor.log("group " + config.name + ": seeded initial sync abandoned, " + why);
     }
 
     private void connectionFailed(final String message, final long nowNs, final ErrorCode code)
@@ -673,6 +716,7 @@ final class SourceGroupHandle
             s.put("resync_error", resyncer.failure());
         }
         s.put("initial_sync_done", config.initialSyncDone);
+        s.put("seeding", config.seeding);
         s.put("linked_since_ms", shipper != null ? linkedSinceMs : 0);
         s.put("sessions", sessions);
         final List<Map<String, Object>> vols = new ArrayList<>();

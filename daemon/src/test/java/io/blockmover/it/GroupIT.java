@@ -209,6 +209,105 @@ class GroupIT
     }
 
     @Test
+    @SuppressWarnings("unchecked")
+    void shouldSendOnlyTheRegionsThatDifferWhenSeeded() throws Exception
+    {
+        assumeTools("qemu-io");
+        final String name = "seeded";
+        final Path[] sources = randomFiles(name + "-src", 2, 51);
+        final Path[] destinations = new Path[2];
+        for (int i = 0; i < 2; i++)
+        {
+            destinations[i] = testbed.dir.resolve(name + "-dst" + i + ".img");
+            Files.copy(sources[i], destinations[i]);
+        }
+        // The seed is an older copy: 1 MiB regions 3, 40 and 63 of the first volume and 0 and 17 of the second
+        // differ (one 4 KiB block each, or a whole region), the rest is equal.
+        damage(destinations[0], 3 * MIB + 8192, 4096);
+        damage(destinations[0], 40 * MIB, (int)MIB);
+        damage(destinations[0], 63 * MIB + MIB - 4096, 4096);
+        damage(destinations[1], 0, 4096);
+        damage(destinations[1], 17 * MIB + 512 * 1024, 4096);
+
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "64m", "--seeded"));
+        assertEquals(true, created.get("seeding"), created.toString());
+        assertEquals(false, created.get("initial_sync_done"), created.toString());
+        // Writes during the comparison: into an equal region, and into a damaged one (which must still be resent).
+        qemuIo(GroupChecks.uri(created, 0), "write -P 0x6b 10M 64k", "write -P 0x6c 40M 4k");
+        final Map<String, Object> status = awaitReplicated(testbed, name, 90);
+
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertEquals(false, status.get("seeding"), status.toString());
+        assertEquals(true, status.get("initial_sync_done"), status.toString());
+        assertEquals(5, number(status, "regions_resent"), "only the regions that differ travel: " + status);
+        assertTrue(number(status, "bytes_sent") < 16 * MIB, "a seeded sync of 128 MiB sent " +
+            number(status, "bytes_sent") + " bytes: " + status);
+        final Map<String, Object> last = (Map<String, Object>)((Map<String, Object>)status.get("verify")).get("last");
+        assertEquals("repaired", last.get("result"), status.toString());
+        assertEquals(5, number(last, "regions_different"), status.toString());
+        assertEquals(5, number(last, "regions_repaired"), status.toString());
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void shouldResumeASeededComparisonAfterTheLinkIsCut() throws Exception
+    {
+        assumeTrue(testbed.isNamespaces(), "cutting the link needs the namespace testbed (root)");
+        final String name = "seedcut";
+        final long size = 384 * MIB;
+        final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), size, 61);
+        final Path destination = testbed.dir.resolve(name + "-dst.img");
+        Files.copy(source, destination);
+        damage(destination, 5 * MIB, 4096);
+        damage(destination, 300 * MIB + 4096, 4096);
+        GroupChecks.create(testbed, name, "--volume", source + "=" + destination, "--log-size", "64m",
+            "--seeded");
+        Testbed.await("the comparison to start", 30, () -> seedCompared(name) > 0);
+        testbed.link("down");
+        try
+        {
+            Testbed.await("the source to notice the outage", 30,
+                () -> "degraded".equals(state(testbed.group("site-a", name))));
+        }
+        finally
+        {
+            testbed.link("up");
+        }
+        final Map<String, Object> status = awaitReplicated(testbed, name, 120);
+
+        assertNull(Volumes.firstDifference(source, destination, size));
+        assertEquals(2, number(status, "regions_resent"), status.toString());
+        final Map<String, Object> last = (Map<String, Object>)((Map<String, Object>)status.get("verify")).get("last");
+        assertTrue(number(last, "regions_compared") < size / MIB, "the comparison after the outage resumed where " +
+            "it was cut, yet compared every region: " + status);
+        GroupChecks.delete(testbed, name);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static long seedCompared(final String name)
+    {
+        final Map<String, Object> verify = (Map<String, Object>)testbed.group("site-a", name).get("verify");
+        final Object running = verify.get("running");
+        return running instanceof Map<?, ?> job ? number((Map<String, Object>)job, "regions_compared") : 0;
+    }
+
+    private static void damage(final Path file, final long offset, final int length) throws IOException
+    {
+        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(file,
+            java.nio.file.StandardOpenOption.WRITE))
+        {
+            final ByteBuffer junk = ByteBuffer.allocate(length);
+            for (int i = 0; i < length; i++)
+            {
+                junk.put(i, (byte)(i * 7 + 1));
+            }
+            channel.write(junk, offset);
+        }
+    }
+
+    @Test
     void shouldAcknowledgeWritesThroughAnOutageAndResendNoRegionWhenTheLogAbsorbedIt() throws Exception
     {
         assumeTrue(testbed.isNamespaces(), "cutting the link needs the namespace testbed (root)");

@@ -25,6 +25,12 @@ public final class GroupConfig
     public final long createdMs;
     public boolean suspended;
     public boolean initialSyncDone;
+    /**
+     * Source only, during the initial sync of a group created with --seeded: the partner's volumes already hold a
+     * similar copy, so the initial sync compares every region (a repairing verify) and resends only those that
+     * differ, instead of sending everything.
+     */
+    public boolean seeding;
     /** RPO target in milliseconds; 0 for none (see {@link RpoTarget}). */
     public long rpoTargetMs;
     /** Scheduled verify (source only): run 'blockmover verify' this often, 0 = off. */
@@ -115,6 +121,7 @@ public final class GroupConfig
         r.put("created_ms", createdMs);
         r.put("suspended", suspended);
         r.put("initial_sync_done", initialSyncDone);
+        r.put("seeding", seeding);
         r.put("rpo_target_ms", rpoTargetMs);
         r.put("verify_interval_ms", verifyIntervalMs);
         r.put("frozen", frozen);
@@ -137,6 +144,7 @@ public final class GroupConfig
             ((Number)r.get("created_ms")).longValue());
         c.suspended = Boolean.TRUE.equals(r.get("suspended"));
         c.initialSyncDone = Boolean.TRUE.equals(r.get("initial_sync_done"));
+        c.seeding = Boolean.TRUE.equals(r.get("seeding"));
         c.rpoTargetMs = r.get("rpo_target_ms") instanceof Number n ? n.longValue() : 0;
         c.verifyIntervalMs = r.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
         c.frozen = Boolean.TRUE.equals(r.get("frozen"));

@@ -22,6 +22,11 @@ import io.blockmover.replication.log.RecordLog;
  * advances at the pace the destination applies and never floods the log, and a fence lasts one region's read.
  * The shipper's thread hands in the partner's results ({@link #onResult}). The conductor starts jobs and reads
  * progress. One job at a time.
+ * <p>
+ * A repairing job marks a region dirty the moment its result says it differs, so the resyncer resends it through
+ * the ordered stream, fenced against writes, while the scan goes on: every different region is repaired, however
+ * many there are (the list of ranges kept for the report is bounded, the repair is not). That is also how a
+ * seeded group's initial sync runs: compare everything, resend what differs.
  */
 public final class SourceVerifier implements SourceGroup.Verifier
 {
@@ -48,6 +53,10 @@ public final class SourceVerifier implements SourceGroup.Verifier
     private volatile String failure;
     private volatile long lastResultNs;
     private volatile long regionIntervalNs;
+    private volatile boolean repair;
+    private volatile long startRegion;
+    private volatile long answeredThrough = -1;
+    private final AtomicLong markedDirty = new AtomicLong();
     private long nextRegionNs;
     private long runningJob;
     private int volume;
@@ -103,6 +112,24 @@ public final class SourceVerifier implements SourceGroup.Verifier
      */
     public void start(final long id, final long maxRateBytes)
     {
+        start(id, maxRateBytes, false, 0);
+    }
+
+    /**
+     * Starts a job; the previous one must be finished or abandoned. Conductor thread.
+     *
+     * @param id           job id, unique across restarts (results carry it back).
+     * @param maxRateBytes bytes read per second at most, 0 for as fast as the window allows.
+     * @param repair       mark each region found different dirty at once, so it is resent.
+     * @param fromRegion   the first region to compare, counted across the group's volumes in order (0 for all;
+     *                     a job that failed part way resumes from {@link #answeredThrough()} + 1).
+     */
+    public void start(final long id, final long maxRateBytes, final boolean repair, final long fromRegion)
+    {
+        this.repair = repair;
+        this.startRegion = Math.max(0, fromRegion);
+        this.answeredThrough = fromRegion - 1;
+        markedDirty.set(0);
         regionIntervalNs = maxRateBytes > 0 ? (long)(config.regionLength * 1e9 / maxRateBytes) : 0;
         synchronized (mismatches)
         {
@@ -138,7 +165,7 @@ public final class SourceVerifier implements SourceGroup.Verifier
         {
             runningJob = job;
             volume = 0;
-            region = 0;
+            region = startRegion;
         }
         if (issued.get() - answered.get() >= WINDOW)
         {
@@ -157,8 +184,9 @@ public final class SourceVerifier implements SourceGroup.Verifier
         }
         while (volume < config.volumes.size() && region >= regions(volume))
         {
+            // Past this volume's end (or a resume point counted across volumes): on into the next one.
+            region -= regions(volume);
             volume++;
-            region = 0;
         }
         if (volume >= config.volumes.size())
         {
@@ -194,6 +222,16 @@ public final class SourceVerifier implements SourceGroup.Verifier
         return 1;
     }
 
+    private long regionsBefore(final int vol)
+    {
+        long n = 0;
+        for (int i = 0; i < vol; i++)
+        {
+            n += regions(i);
+        }
+        return n;
+    }
+
     private long regions(final int vol)
     {
         return (config.volumes.get(vol).size + config.regionLength - 1) / config.regionLength;
@@ -219,11 +257,27 @@ public final class SourceVerifier implements SourceGroup.Verifier
         }
         final int status = result.getInt(result.position() + VerifyRecord.RESULT_STATUS_OFFSET);
         final long mask = status == VerifyRecord.STATUS_COMPARED ? header.aux() : -1L;
+        final int vol = header.volumeId();
+        if (vol < 0 || vol >= config.volumes.size())
+        {
+            stale.incrementAndGet();
+            return;
+        }
+        final long regionIndex = header.offset() / config.regionLength;
         if (mask != 0)
         {
             different.incrementAndGet();
-            addMismatches(header.volumeId(), header.offset(), mask);
+            addMismatches(vol, header.offset(), mask);
+            if (repair)
+            {
+                // Marked here rather than from the report's bounded list: nothing different is ever left behind.
+                group.dirty(vol).set(regionIndex);
+                markedDirty.incrementAndGet();
+            }
         }
+        // Results come back in LSN order, which is scan order: everything before this region has been answered
+        // (or was dirty and skipped), so a job cut short resumes after it.
+        answeredThrough = regionsBefore(vol) + regionIndex;
         lastResultNs = System.nanoTime();
         answered.incrementAndGet();
     }
@@ -300,6 +354,22 @@ public final class SourceVerifier implements SourceGroup.Verifier
     public long outstanding()
     {
         return issued.get() - answered.get();
+    }
+
+    /**
+     * @return the last region answered, counted across the group's volumes in order; -1 before any.
+     */
+    public long answeredThrough()
+    {
+        return answeredThrough;
+    }
+
+    /**
+     * @return regions a repairing job has marked dirty so far.
+     */
+    public long markedDirty()
+    {
+        return markedDirty.get();
     }
 
     /**

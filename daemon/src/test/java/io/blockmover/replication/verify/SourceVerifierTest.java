@@ -221,6 +221,50 @@ class SourceVerifierTest
     }
 
     @Test
+    void shouldMarkEachDifferentRegionDirtyAsItsResultArrivesWhenRepairingAndResumeAfterTheLastAnswer()
+        throws IOException
+    {
+        group = open(1L << 20);
+        final SourceVerifier verifier = new SourceVerifier(group);
+        group.verifier(verifier);
+        verifier.start(78, 0, true, 0);
+        assertEquals(1, verifier.doWork());
+        assertEquals(1, verifier.doWork());
+        assertEquals(1, verifier.doWork());
+        verifier.onResult(result(1, 0, 0, 0), resultPayload(78, 0));
+        verifier.onResult(result(2, 0, REGION, 0b10), resultPayload(78, 0));
+        assertTrue(group.dirty(0).get(1), "a different region is dirty at once, before the job ends");
+        assertFalse(group.dirty(0).get(0));
+        assertEquals(1, verifier.markedDirty());
+        assertEquals(1, verifier.answeredThrough(), "region 2's result is still out");
+
+        // The link went: a new job resumes after the last answer, with region 2, not from the start.
+        verifier.abandon();
+        verifier.start(79, 0, true, verifier.answeredThrough() + 1);
+        assertEquals(0, verifier.markedDirty());
+        assertEquals(1, verifier.doWork());
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        long lastOffset = -1;
+        while (cursor.next())
+        {
+            lastOffset = cursor.offset();
+        }
+        assertEquals(2L * REGION, lastOffset, "the resumed job's first VERIFY record is region 2's");
+        verifier.onResult(result(4, 0, 2L * REGION, -1L), resultPayload(79, VerifyRecord.STATUS_MALFORMED));
+        assertTrue(group.dirty(0).get(2), "a region the destination could not compare is resent too");
+
+        // Without repair nothing is marked; the report alone says what differs.
+        group.dirty(0).clearAll();
+        verifier.abandon();
+        verifier.start(80, 0, false, 3);
+        assertEquals(1, verifier.doWork());
+        verifier.onResult(result(5, 0, 3L * REGION, 1), resultPayload(80, 0));
+        assertFalse(group.dirty(0).get(3));
+        assertEquals(1, verifier.different());
+    }
+
+    @Test
     void shouldCheckTheDestinationCopyAndAnswerWithAResultFrame() throws IOException
     {
         final Path file = dir.resolve("destination.img");
