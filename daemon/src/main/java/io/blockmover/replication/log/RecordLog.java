@@ -97,6 +97,7 @@ public final class RecordLog implements AutoCloseable
     private static final long NO_CLAIM = -1;
     /** Appends ask for the page cache to hold this much of the log ahead of the tail (see readAhead). */
     private static final int READ_AHEAD_LENGTH = 1 << 20;
+    private static final int STAGING_ALIGNMENT = 4096;
 
     private final Path path;
     private final FileChannel channel;
@@ -106,7 +107,19 @@ public final class RecordLog implements AutoCloseable
     private final MappedByteBuffer[] segments;
     private final UnsafeBuffer[] segmentBuffers;
     private final ByteBuffer[] appenderViews;
-    private final ByteBuffer[] claimViews;
+    // A claim is filled here and written to the file with one pwrite at commit, never through the mapping (see
+    // commit): stores into a shared mapping make every force write-protect those pages again, a TLB shoot-down
+    // each time, and the next store into them faults.
+    private final ByteBuffer staging;
+    private final UnsafeBuffer stagingBuffer;
+    private final ByteBuffer stagingView;
+    private final ByteBuffer stagingCrcView;
+    private final ByteBuffer padding;
+    private final UnsafeBuffer paddingBuffer;
+    // The head slot is written the same way, for the same reason (force() may run on another thread than the
+    // appender; forces and resets are serialized by their callers, so one buffer serves them).
+    private final ByteBuffer slotStaging;
+    private final UnsafeBuffer slotBuffer;
     private final long capacity;
     private final int segmentLength;
     private final int segmentShift;
@@ -176,13 +189,20 @@ public final class RecordLog implements AutoCloseable
         this.readAheadLength = Math.min(READ_AHEAD_LENGTH, segmentLength);
         this.segmentBuffers = new UnsafeBuffer[segments.length];
         this.appenderViews = new ByteBuffer[segments.length];
-        this.claimViews = new ByteBuffer[segments.length];
         for (int i = 0; i < segments.length; i++)
         {
             segmentBuffers[i] = new UnsafeBuffer(segments[i]);
             appenderViews[i] = segments[i].duplicate();
-            claimViews[i] = segments[i].duplicate();
         }
+        this.staging = BufferUtil.allocateDirectAligned(
+            (RECORD_HEADER_LENGTH + maxRecordLength + STAGING_ALIGNMENT - 1) & -STAGING_ALIGNMENT, STAGING_ALIGNMENT);
+        this.stagingBuffer = new UnsafeBuffer(staging);
+        this.stagingView = staging.duplicate();
+        this.stagingCrcView = staging.duplicate();
+        this.padding = BufferUtil.allocateDirectAligned(RECORD_HEADER_LENGTH, 64);
+        this.paddingBuffer = new UnsafeBuffer(padding);
+        this.slotStaging = BufferUtil.allocateDirectAligned(SLOT_CRC_OFFSET + 4, 64);
+        this.slotBuffer = new UnsafeBuffer(slotStaging);
         this.recovery = recover();
         readAhead(tailPosition.get());
         readAhead(tailPosition.get() + readAheadLength);
@@ -321,8 +341,9 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * Claims room for a payload of the given length, to be filled in place (e.g. straight from the network) and
-     * then {@link #commit}ted or {@link #abort}ed. Appender thread only.
+     * Claims room for a payload of the given length, to be filled (e.g. straight from the network) and then
+     * {@link #commit}ted or {@link #abort}ed. The view is a staging buffer of the log, not the mapping: commit
+     * writes header and payload to the file in one system call. Appender thread only.
      *
      * @param length payload bytes, at most {@link #maxRecordLength()}.
      * @return a reused view whose position..limit is the payload area, or null if there is no space right now.
@@ -338,12 +359,10 @@ public final class RecordLog implements AutoCloseable
         }
         claimRecordPosition = recordPosition;
         claimLength = length;
-        final int payloadOffset = offsetInSegment(recordPosition) + RECORD_HEADER_LENGTH;
-        final ByteBuffer view = claimViews[segmentIndex(recordPosition)];
-        view.clear();
-        view.limit(payloadOffset + length);
-        view.position(payloadOffset);
-        return view;
+        stagingView.clear();
+        stagingView.limit(RECORD_HEADER_LENGTH + length);
+        stagingView.position(RECORD_HEADER_LENGTH);
+        return stagingView;
     }
 
     /**
@@ -367,11 +386,38 @@ public final class RecordLog implements AutoCloseable
         final long recordPosition = claimRecordPosition;
         final int length = claimLength;
         claimRecordPosition = NO_CLAIM;
-        if (payloadCrc(recordPosition, length) != payloadCrc)
+        if (crc(stagingCrcView, RECORD_HEADER_LENGTH, length) != payloadCrc)
         {
             return CRC_MISMATCH;
         }
-        return publish(recordPosition, lsn, volume, offset, flags, payloadCrc, length);
+        final long tail = tailPosition.get();
+        if (recordPosition != tail)
+        {
+            fillHeader(paddingBuffer, padding, 0, TYPE_PADDING, (int)(recordPosition - tail) - RECORD_HEADER_LENGTH,
+                0, 0, 0, 0, 0);
+            writeFully(padding, RECORD_HEADER_LENGTH, FILE_HEADER_LENGTH + tail % capacity);
+        }
+        fillHeader(stagingBuffer, stagingCrcView, 0, TYPE_DATA, length, volume, lsn, offset, payloadCrc, flags);
+        // One pwrite of header and payload; recovery checks both CRCs, so a torn write is the tail, as before.
+        writeFully(staging, RECORD_HEADER_LENGTH + length, FILE_HEADER_LENGTH + recordPosition % capacity);
+        return advanceTail(tail, recordPosition, lsn, length);
+    }
+
+    private void writeFully(final ByteBuffer buffer, final int length, final long fileOffset)
+    {
+        buffer.clear().limit(length);
+        try
+        {
+            long at = fileOffset;
+            while (buffer.hasRemaining())
+            {
+                at += channel.write(buffer, at);
+            }
+        }
+        catch (final IOException ex)
+        {
+            throw new UncheckedIOException("cannot write record log " + path + ": " + ex, ex);
+        }
     }
 
     /**
@@ -796,6 +842,11 @@ public final class RecordLog implements AutoCloseable
             writeHeader(tail, TYPE_PADDING, gap - RECORD_HEADER_LENGTH, 0, 0, 0, 0, 0);
         }
         writeHeader(recordPosition, TYPE_DATA, length, volume, lsn, volumeOffset, payloadCrc, flags);
+        return advanceTail(tail, recordPosition, lsn, length);
+    }
+
+    private long advanceTail(final long tail, final long recordPosition, final long lsn, final int length)
+    {
         if (headLsn.get() == NULL_LSN)
         {
             // The first record of a new log fixes the LSN space; nothing can be released before it is published.
@@ -837,8 +888,22 @@ public final class RecordLog implements AutoCloseable
         final int flags)
     {
         final int segment = segmentIndex(position);
-        final int at = offsetInSegment(position);
-        final UnsafeBuffer buffer = segmentBuffers[segment];
+        fillHeader(segmentBuffers[segment], appenderViews[segment], offsetInSegment(position), type, length, volume,
+            lsn, volumeOffset, payloadCrc, flags);
+    }
+
+    private void fillHeader(
+        final UnsafeBuffer buffer,
+        final ByteBuffer crcView,
+        final int at,
+        final int type,
+        final int length,
+        final int volume,
+        final long lsn,
+        final long volumeOffset,
+        final int payloadCrc,
+        final int flags)
+    {
         buffer.putInt(at + RECORD_MAGIC_OFFSET, RECORD_MAGIC);
         buffer.putInt(at + RECORD_TYPE_OFFSET, type);
         buffer.putInt(at + RECORD_LENGTH_OFFSET, length);
@@ -850,7 +915,7 @@ public final class RecordLog implements AutoCloseable
         buffer.putLong(at + RECORD_RESERVED_OFFSET, 0);
         buffer.putLong(at + RECORD_RESERVED_OFFSET + 8, 0);
         buffer.putInt(at + RECORD_FLAGS_OFFSET, flags);
-        buffer.putInt(at + RECORD_HEADER_CRC_OFFSET, crc(appenderViews[segment], at, RECORD_HEADER_CRC_COVERED_LENGTH));
+        buffer.putInt(at + RECORD_HEADER_CRC_OFFSET, crc(crcView, at, RECORD_HEADER_CRC_COVERED_LENGTH));
     }
 
     private int payloadCrc(final long recordPosition, final int length)
@@ -892,11 +957,15 @@ public final class RecordLog implements AutoCloseable
     {
         generation++;
         final int slot = (generation & 1) == 0 ? SLOT_A_OFFSET : SLOT_B_OFFSET;
-        header.putLong(slot + SLOT_GENERATION_OFFSET, generation);
-        header.putLong(slot + SLOT_HEAD_POSITION_OFFSET, position);
-        header.putLong(slot + SLOT_HEAD_LSN_OFFSET, lsn);
-        header.putInt(slot + SLOT_EPOCH_OFFSET, epoch);
-        header.putIntOrdered(slot + SLOT_CRC_OFFSET, slotCrc(slot));
+        slotBuffer.putLong(SLOT_GENERATION_OFFSET, generation);
+        slotBuffer.putLong(SLOT_HEAD_POSITION_OFFSET, position);
+        slotBuffer.putLong(SLOT_HEAD_LSN_OFFSET, lsn);
+        slotBuffer.putInt(SLOT_EPOCH_OFFSET, epoch);
+        slotStaging.clear().limit(SLOT_CRC_COVERED_LENGTH);
+        slotCrc.reset();
+        slotCrc.update(slotStaging);
+        slotBuffer.putInt(SLOT_CRC_OFFSET, (int)slotCrc.getValue());
+        writeFully(slotStaging, SLOT_CRC_OFFSET + 4, slot);
         persistedHeadPosition = position;
         persistedHeadLsn = lsn;
     }
