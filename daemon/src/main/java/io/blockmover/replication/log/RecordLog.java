@@ -120,6 +120,9 @@ public final class RecordLog implements AutoCloseable
     // appender; forces and resets are serialized by their callers, so one buffer serves them).
     private final ByteBuffer slotStaging;
     private final UnsafeBuffer slotBuffer;
+    // markFlag runs on any thread (each NBD worker marks its own records).
+    private final ThreadLocal<ByteBuffer> flagWord =
+        ThreadLocal.withInitial(() -> ByteBuffer.allocateDirect(4).order(java.nio.ByteOrder.nativeOrder()));
     private final long capacity;
     private final int segmentLength;
     private final int segmentShift;
@@ -333,11 +336,10 @@ public final class RecordLog implements AutoCloseable
         {
             return NO_SPACE;
         }
-        final int offsetInSegment = offsetInSegment(recordPosition);
-        segmentBuffers[segmentIndex(recordPosition)].putBytes(
-            offsetInSegment + RECORD_HEADER_LENGTH, src, srcPosition, length);
-        final int payloadCrc = payloadCrc(recordPosition, length);
-        return publish(recordPosition, lsn, volume, offset, flags, payloadCrc, length);
+        // Staged and written with one pwrite like a claim (see commit), never stored through the mapping.
+        stagingBuffer.putBytes(RECORD_HEADER_LENGTH, src, srcPosition, length);
+        final int payloadCrc = crc(stagingCrcView, RECORD_HEADER_LENGTH, length);
+        return writeStaged(recordPosition, lsn, volume, offset, flags, payloadCrc, length);
     }
 
     /**
@@ -390,6 +392,16 @@ public final class RecordLog implements AutoCloseable
         {
             return CRC_MISMATCH;
         }
+        return writeStaged(recordPosition, lsn, volume, offset, flags, payloadCrc, length);
+    }
+
+    /**
+     * Writes the staged record (payload already in the staging buffer) to the file, after a padding record when
+     * it starts a new segment, and publishes it.
+     */
+    private long writeStaged(final long recordPosition, final long lsn, final int volume, final long offset,
+        final int flags, final int payloadCrc, final int length)
+    {
         final long tail = tailPosition.get();
         if (recordPosition != tail)
         {
@@ -456,22 +468,37 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * Sets bits in a committed record's flags, atomically, from any thread (e.g. "written to the local volume").
-     * Flags are outside the header CRC precisely so that they can change after the record was committed.
+     * Sets bits in a committed record's flags, from any thread, one thread per record (e.g. "written to the local
+     * volume" by the record's writer). Flags are outside the header CRC precisely so that they can change after
+     * the record was committed.
      *
      * @param recordPosition of a committed DATA record.
      * @param flag           bits to set.
      */
     public void markFlag(final long recordPosition, final int flag)
     {
-        final UnsafeBuffer buffer = segmentBuffers[segmentIndex(recordPosition)];
-        final int index = offsetInSegment(recordPosition) + RECORD_FLAGS_OFFSET;
-        int current;
-        do
+        final int current = flags(recordPosition);
+        if ((current & flag) == flag)
         {
-            current = buffer.getIntVolatile(index);
+            return;
         }
-        while ((current & flag) != flag && !buffer.compareAndSetInt(index, current, current | flag));
+        // A pwrite, not a store into the mapping (see commit). One thread marks a given record (its writer), so
+        // the read-modify-write needs no CAS; other records' flags are other bytes.
+        final ByteBuffer word = flagWord.get();
+        word.putInt(0, current | flag);
+        try
+        {
+            word.clear();
+            final long at = FILE_HEADER_LENGTH + recordPosition % capacity + RECORD_FLAGS_OFFSET;
+            while (word.hasRemaining())
+            {
+                channel.write(word, at + word.position());
+            }
+        }
+        catch (final IOException ex)
+        {
+            throw new UncheckedIOException("cannot write record log " + path + ": " + ex, ex);
+        }
     }
 
     /**
@@ -826,25 +853,6 @@ public final class RecordLog implements AutoCloseable
         return tail + padding;
     }
 
-    private long publish(
-        final long recordPosition,
-        final long lsn,
-        final int volume,
-        final long volumeOffset,
-        final int flags,
-        final int payloadCrc,
-        final int length)
-    {
-        final long tail = tailPosition.get();
-        if (recordPosition != tail)
-        {
-            final int gap = (int)(recordPosition - tail);
-            writeHeader(tail, TYPE_PADDING, gap - RECORD_HEADER_LENGTH, 0, 0, 0, 0, 0);
-        }
-        writeHeader(recordPosition, TYPE_DATA, length, volume, lsn, volumeOffset, payloadCrc, flags);
-        return advanceTail(tail, recordPosition, lsn, length);
-    }
-
     private long advanceTail(final long tail, final long recordPosition, final long lsn, final int length)
     {
         if (headLsn.get() == NULL_LSN)
@@ -875,21 +883,6 @@ public final class RecordLog implements AutoCloseable
         final int segment = (int)(offset >>> segmentShift);
         Libc.madvise(segmentBuffers[segment].addressOffset() + (offset & segmentMask), readAheadLength,
             Libc.MADV_WILLNEED);
-    }
-
-    private void writeHeader(
-        final long position,
-        final int type,
-        final int length,
-        final int volume,
-        final long lsn,
-        final long volumeOffset,
-        final int payloadCrc,
-        final int flags)
-    {
-        final int segment = segmentIndex(position);
-        fillHeader(segmentBuffers[segment], appenderViews[segment], offsetInSegment(position), type, length, volume,
-            lsn, volumeOffset, payloadCrc, flags);
     }
 
     private void fillHeader(
