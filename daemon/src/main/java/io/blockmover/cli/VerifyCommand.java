@@ -226,7 +226,7 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
                 .append(" (").append(number((Map<String, Object>)last, "regions_different")).append(" regions " +
                 "different)");
         }
-        else
+        else if (verify.get("running") == null)
         {
             s.append(", never run");
         }
