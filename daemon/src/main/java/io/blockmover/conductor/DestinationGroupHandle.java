@@ -142,7 +142,7 @@ final class DestinationGroupHandle
             conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(), conductor.ctx().flushBytes(),
             conductor.ctx().flushIntervalNs());
         // No spins, as for the source's shipper: a spin is a failed read system call.
-        receiverRunner = conductor.newRunner(receiver, new ConnectionIdleStrategy(connection, null, 0));
+        receiverRunner = conductor.newRunner(receiver, new ConnectionIdleStrategy(connection, receiver, 0));
         AgentRunner.startOnThread(receiverRunner);
         sessions++;
         linkedSinceMs = System.currentTimeMillis();

@@ -152,7 +152,9 @@ final class SourceGroupHandle
         {
             resyncer.rateLimit(conductor.peerRates().bucket(config.peer), conductor.clock());
         }
-        resyncRunner = conductor.newRunner(resyncer, new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
+        // Parks of up to 20 ms when idle: resync work appears with a link or a full log, verify steps with
+        // results that come back 32 regions at a time; nothing here needs a millisecond's reaction.
+        resyncRunner = conductor.newRunner(resyncer, new BackoffIdleStrategy(20, 5, 10_000, 20_000_000));
         AgentRunner.startOnThread(resyncRunner);
     }
 

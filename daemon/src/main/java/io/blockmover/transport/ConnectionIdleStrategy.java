@@ -8,13 +8,14 @@ import org.agrona.concurrent.IdleStrategy;
 /**
  * Idles a network agent on its connection: a few spins for the cheap case, then a wait in the kernel until the
  * socket is readable or writable, another stage calls {@link FrameConnection#wakeup()}, or a millisecond passes
- * (which bounds the heartbeat and timeout checks). Spinning on non-blocking socket calls instead cost a Sender
- * most of a core in system time.
+ * (which bounds the heartbeat and timeout checks; a {@link Sleeper} may choose longer, see its maxWaitMs).
+ * Spinning on non-blocking socket calls instead cost a Sender most of a core in system time.
  */
 public final class ConnectionIdleStrategy implements IdleStrategy
 {
     private static final int SPINS = 20;
-    private static final long MAX_WAIT_MS = 1;
+    /** Longest wait of an agent without a {@link Sleeper} (the copy pipeline's), or that polls. */
+    public static final long MAX_WAIT_MS = 1;
 
     private final FrameConnection connection;
     private final Sleeper sleeper;
@@ -37,6 +38,16 @@ public final class ConnectionIdleStrategy implements IdleStrategy
          * @return whether work arrived meanwhile.
          */
         boolean hasWork();
+
+        /**
+         * @return the longest wait now, in milliseconds. An agent whose work always comes with a wake-up (bytes on
+         * its socket, or another stage's {@link FrameConnection#wakeup()}) waits long, so an idle one costs
+         * nothing; one that polls for something (a token bucket refilling, log space) waits short.
+         */
+        default long maxWaitMs()
+        {
+            return MAX_WAIT_MS;
+        }
     }
 
     public ConnectionIdleStrategy(final FrameConnection connection)
@@ -84,7 +95,7 @@ public final class ConnectionIdleStrategy implements IdleStrategy
         {
             if (sleeper == null || !sleeper.hasWork())
             {
-                connection.awaitIo(MAX_WAIT_MS);
+                connection.awaitIo(sleeper == null ? MAX_WAIT_MS : sleeper.maxWaitMs());
             }
         }
         catch (final IOException | ClosedSelectorException ex)

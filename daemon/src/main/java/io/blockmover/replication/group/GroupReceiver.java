@@ -16,6 +16,7 @@ import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.verify.VerifyRecord;
+import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -23,7 +24,7 @@ import io.blockmover.transport.FrameConnection;
  * CRC32C is checked before the record counts), acknowledges what it appended, and forces the log when a FLUSH
  * asks for it or enough has accumulated, then answers DURABLE: one force for every FLUSH waiting (group commit).
  */
-public final class GroupReceiver implements Agent
+public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleeper
 {
     /** Record flag: the source lost continuity and starts a new LSN sequence with this record. */
     public static final int RECORD_RESTART = io.blockmover.replication.log.RecordFlags.RESTART;
@@ -57,6 +58,8 @@ public final class GroupReceiver implements Agent
     private long lastSendNs;
     private long lastReceiveNs;
     private volatile long recordsReceived;
+    private volatile boolean sleeping;
+    private volatile boolean waitingForLog;
     private volatile long checksumFailures;
 
     public GroupReceiver(final DestinationGroup group, final FrameConnection connection, final int sessionId,
@@ -108,6 +111,42 @@ public final class GroupReceiver implements Agent
     }
 
     @Override
+    public void onStart()
+    {
+        group.verifier().onResultQueued(this::wakeIfSleeping);
+    }
+
+    /**
+     * The source's frames make the socket readable and the applier wakes this agent for verify results, so an
+     * idle receiver waits long; it polls only while a record waits for log space the applier is freeing.
+     */
+    @Override
+    public long maxWaitMs()
+    {
+        return waitingForLog ? ConnectionIdleStrategy.MAX_WAIT_MS : Shipper.IDLE_WAIT_MS;
+    }
+
+    @Override
+    public boolean hasWork()
+    {
+        return group.verifier().hasResult();
+    }
+
+    @Override
+    public void sleeping(final boolean asleep)
+    {
+        sleeping = asleep;
+    }
+
+    private void wakeIfSleeping()
+    {
+        if (sleeping)
+        {
+            connection.wakeup();
+        }
+    }
+
+    @Override
     public int doWork()
     {
         if (!status.isRunning())
@@ -124,6 +163,7 @@ public final class GroupReceiver implements Agent
                 group.recordsArrived();
             }
             work += reply(nowNs);
+            waitingForLog = isWaitingForLog();
             if (nowNs - lastReceiveNs > peerTimeoutNs && !isWaitingForLog())
             {
                 throw new IOException("no word from the source for " + peerTimeoutNs / 1_000_000 + " ms");
@@ -363,5 +403,6 @@ public final class GroupReceiver implements Agent
             log.abort();
         }
         status.fail(ErrorCode.CANCELLED, "session closed", true);
+        group.verifier().onResultQueued(() -> { });
     }
 }

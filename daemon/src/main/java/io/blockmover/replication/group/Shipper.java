@@ -27,6 +27,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
 {
     /** A sync group waits for its partner only while the partner's backlog is below this. */
     static final long CURRENT_BACKLOG_BYTES = 32L << 20;
+    /** Longest idle wait of the shipper and the receiver of a group: far below any heartbeat interval. */
+    public static final long IDLE_WAIT_MS = 20;
 
     private final SourceGroup group;
     private final FrameConnection connection;
@@ -342,6 +344,17 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     public boolean hasWork()
     {
         return (!throttled && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn;
+    }
+
+    /**
+     * Writers, flushes, resync and verify wake the shipper, and the partner's frames make its socket readable; it
+     * polls only for the rate limit's tokens. An idle group's shipper then wakes only for heartbeats and checks
+     * instead of a thousand times a second.
+     */
+    @Override
+    public long maxWaitMs()
+    {
+        return throttled ? ConnectionIdleStrategy.MAX_WAIT_MS : IDLE_WAIT_MS;
     }
 
     @Override

@@ -40,6 +40,7 @@ public final class DestinationVerifier
     private volatile long regionsChecked;
     private volatile long regionsDifferent;
     private volatile long resultsDropped;
+    private volatile Runnable resultQueued = () -> { };
 
     /**
      * @param regionLength the group's region length.
@@ -104,6 +105,23 @@ public final class DestinationVerifier
         volumes[i] = volume;
         statuses[i] = status;
         tail.lazySet(t + 1);
+        resultQueued.run();
+    }
+
+    /**
+     * @param wakeup run (on the applier's thread) after each queued result: wakes the receiver that sends it.
+     */
+    public void onResultQueued(final Runnable wakeup)
+    {
+        resultQueued = wakeup;
+    }
+
+    /**
+     * @return whether a result waits to be sent.
+     */
+    public boolean hasResult()
+    {
+        return head.get() != tail.get();
     }
 
     /**
