@@ -1,12 +1,9 @@
 package io.blockmover.transport;
 
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 
 import org.junit.jupiter.api.Test;
-
-import io.blockmover.protocol.FrameHeader;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -63,7 +60,7 @@ class ConnectionIdleStrategyTest
     /**
      * Records the waits asked of it.
      */
-    private static final class Recording implements FrameConnection
+    private static final class Recording extends NullFrameConnection
     {
         final List<Long> waits = new ArrayList<>();
 
@@ -71,65 +68,6 @@ class ConnectionIdleStrategyTest
         public void awaitIo(final long timeoutMs)
         {
             waits.add(timeoutMs);
-        }
-
-        @Override
-        public String transportName()
-        {
-            return "test";
-        }
-
-        @Override
-        public String remoteAddress()
-        {
-            return "test";
-        }
-
-        @Override
-        public boolean startSend(final FrameHeader header, final ByteBuffer payload)
-        {
-            return true;
-        }
-
-        @Override
-        public boolean flush()
-        {
-            return true;
-        }
-
-        @Override
-        public boolean isSendPending()
-        {
-            return false;
-        }
-
-        @Override
-        public boolean receiveHeader(final FrameHeader header)
-        {
-            return false;
-        }
-
-        @Override
-        public boolean receivePayload(final ByteBuffer dst)
-        {
-            return false;
-        }
-
-        @Override
-        public long bytesSent()
-        {
-            return 0;
-        }
-
-        @Override
-        public long bytesReceived()
-        {
-            return 0;
-        }
-
-        @Override
-        public void close()
-        {
         }
     }
 }

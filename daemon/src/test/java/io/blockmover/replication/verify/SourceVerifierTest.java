@@ -23,7 +23,7 @@ import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.SourceGroup;
 import io.blockmover.replication.log.RecordLog;
-import io.blockmover.transport.FrameConnection;
+import io.blockmover.transport.NullFrameConnection;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -311,22 +311,10 @@ class SourceVerifierTest
     /**
      * Keeps the last frame sent.
      */
-    private static final class Captured implements FrameConnection
+    private static final class Captured extends NullFrameConnection
     {
         final FrameHeader header = new FrameHeader();
         final ByteBuffer payload = ByteBuffer.allocate(64).order(ByteOrder.LITTLE_ENDIAN);
-
-        @Override
-        public String transportName()
-        {
-            return "test";
-        }
-
-        @Override
-        public String remoteAddress()
-        {
-            return "test";
-        }
 
         @Override
         public boolean startSend(final FrameHeader sent, final ByteBuffer data)
@@ -335,47 +323,6 @@ class SourceVerifierTest
             payload.clear();
             payload.put(data.duplicate()).flip();
             return true;
-        }
-
-        @Override
-        public boolean flush()
-        {
-            return true;
-        }
-
-        @Override
-        public boolean isSendPending()
-        {
-            return false;
-        }
-
-        @Override
-        public boolean receiveHeader(final FrameHeader h)
-        {
-            return false;
-        }
-
-        @Override
-        public boolean receivePayload(final ByteBuffer dst)
-        {
-            return false;
-        }
-
-        @Override
-        public long bytesSent()
-        {
-            return 0;
-        }
-
-        @Override
-        public long bytesReceived()
-        {
-            return 0;
-        }
-
-        @Override
-        public void close()
-        {
         }
     }
 }
