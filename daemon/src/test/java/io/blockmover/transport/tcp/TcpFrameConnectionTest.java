@@ -1,0 +1,161 @@
+package io.blockmover.transport.tcp;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import io.blockmover.protocol.FrameHeader;
+import io.blockmover.protocol.FrameType;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Frames over real loopback sockets: small frames that arrive many to a read and large ones read straight into
+ * the caller's buffer, bytes that trickle in one at a time, in any mix, each frame whole and in order; the byte
+ * count matches what was sent; a peer that closes is an EOF.
+ */
+@Timeout(60)
+class TcpFrameConnectionTest
+{
+    private static final int[] LENGTHS = {0, 16, 4096, 4096, 100, 8192, 1 << 20, 0, 65536, 65535, 4096, 300_000, 7};
+
+    @Test
+    void shouldDeliverEveryFrameWholeAndInOrderWhateverTheSizesAndArrival() throws Exception
+    {
+        try (ServerSocketChannel server = ServerSocketChannel.open())
+        {
+            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            final SocketChannel client = SocketChannel.open(server.getLocalAddress());
+            final TcpFrameConnection receiver = new TcpFrameConnection(server.accept());
+            final AtomicReference<Throwable> failed = new AtomicReference<>();
+            final int rounds = 40;
+            final Thread sender = new Thread(() ->
+            {
+                try
+                {
+                    send(client, rounds);
+                }
+                catch (final Throwable ex)
+                {
+                    failed.set(ex);
+                }
+            });
+            sender.start();
+
+            final FrameHeader header = new FrameHeader();
+            final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
+            long expectedBytes = 0;
+            for (int frame = 0; frame < rounds * LENGTHS.length; frame++)
+            {
+                while (!receiver.receiveHeader(header))
+                {
+                    receiver.awaitIo(10);
+                }
+                assertNull(header.validate(1 << 20), "frame " + frame);
+                assertEquals(frame, header.sequence(), "frames arrive in order");
+                final int length = header.payloadLength();
+                assertEquals(LENGTHS[frame % LENGTHS.length], length);
+                payload.clear().limit(length);
+                while (!receiver.receivePayload(payload))
+                {
+                    receiver.awaitIo(10);
+                }
+                payload.flip();
+                for (int i = 0; i < length; i++)
+                {
+                    if (payload.get(i) != pattern(frame, i))
+                    {
+                        throw new AssertionError("frame " + frame + " byte " + i + " of " + length);
+                    }
+                }
+                expectedBytes += io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH + length;
+            }
+            sender.join();
+            assertNull(failed.get());
+            assertEquals(expectedBytes, receiver.bytesReceived());
+            client.close();
+            assertThrows(EOFException.class, () ->
+            {
+                while (!receiver.receiveHeader(header))
+                {
+                    receiver.awaitIo(10);
+                }
+            });
+            receiver.close();
+        }
+    }
+
+    /**
+     * Sends the frames: most rounds as fast as the socket takes them, every fourth one byte at a time, so that
+     * headers and payloads are split at every possible place.
+     */
+    private static void send(final SocketChannel client, final int rounds) throws IOException
+    {
+        final FrameHeader header = new FrameHeader();
+        final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
+        final Random random = new Random(7);
+        int frame = 0;
+        for (int round = 0; round < rounds; round++)
+        {
+            for (final int length : LENGTHS)
+            {
+                payload.clear();
+                for (int i = 0; i < length; i++)
+                {
+                    payload.put(i, pattern(frame, i));
+                }
+                payload.limit(length);
+                header.reset(FrameType.RECORD).sequence(frame).payloadLength(length).seal();
+                final ByteBuffer h = header.byteBuffer().clear()
+                    .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH);
+                if (round % 4 == 3 && length < 10_000)
+                {
+                    trickle(client, h, random);
+                    trickle(client, payload, random);
+                }
+                else
+                {
+                    while (h.hasRemaining() || payload.hasRemaining())
+                    {
+                        client.write(new ByteBuffer[] {h, payload});
+                    }
+                }
+                frame++;
+            }
+        }
+        assertTrue(client.isConnected());
+    }
+
+    private static void trickle(final SocketChannel client, final ByteBuffer data, final Random random)
+        throws IOException
+    {
+        while (data.hasRemaining())
+        {
+            final int end = data.limit();
+            data.limit(Math.min(end, data.position() + 1 + random.nextInt(3)));
+            while (data.hasRemaining())
+            {
+                client.write(data);
+            }
+            data.limit(end);
+            Thread.yield();
+        }
+    }
+
+    private static byte pattern(final int frame, final int index)
+    {
+        return (byte)(frame * 31 + index * 7 + (index >> 8));
+    }
+}
