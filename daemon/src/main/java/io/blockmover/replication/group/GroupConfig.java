@@ -30,7 +30,7 @@ public final class GroupConfig
      * similar copy, so the initial sync compares every region (a repairing verify) and resends only those that
      * differ, instead of sending everything.
      */
-    public boolean seeding;
+    public volatile boolean seeding;
     /** RPO target in milliseconds; 0 for none (see {@link RpoTarget}). */
     public long rpoTargetMs;
     /** Scheduled verify (source only): run 'blockmover verify' this often, 0 = off. */

@@ -300,7 +300,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     .payloadCrc(sendCursor.payloadCrc())
                     .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
                         (restartPending ? GroupReceiver.RECORD_RESTART : 0) |
-                        (group.dirtyRegions() > 0 ? GroupReceiver.RECORD_UNCLEAN : 0))
+                        (group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN : 0))
                     .seal();
                 restartPending = false;
                 connection.startSend(sendHeader, payload);
@@ -309,9 +309,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             else if (nowNs - lastSendNs > heartbeatIntervalNs)
             {
                 // Tells the destination whether its volumes are a consistent prefix through sentLsn: nothing left
-                // to resync, checked before reading the published LSN, so a resync record appended meanwhile
-                // (its bit already clear) is never counted as sent.
-                final boolean clean = group.dirtyRegions() == 0 && group.publishedLsn() == sentLsn;
+                // to resync or to compare (seeded), checked before reading the published LSN, so a resync record
+                // appended meanwhile (its bit already clear) is never counted as sent.
+                final boolean clean = !group.mayDifferBeyondLog() && group.publishedLsn() == sentLsn;
                 sendHeader.reset(FrameType.HEARTBEAT).sessionId(sessionId).sequence(sentLsn)
                     .aux(clean ? GroupReceiver.HEARTBEAT_CLEAN : 0).seal();
                 connection.startSend(sendHeader, null);

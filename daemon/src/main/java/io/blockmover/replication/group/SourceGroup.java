@@ -844,6 +844,16 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
+     * @return whether the partner's volumes may differ from ours outside what the log holds, so they are not a
+     * consistent prefix of our writes: regions are dirty, or a seeded initial sync has not compared every region
+     * yet (its bitmap is clean, yet any region not compared may differ). Any thread.
+     */
+    public boolean mayDifferBeyondLog()
+    {
+        return config.seeding || dirtyRegions() > 0;
+    }
+
+    /**
      * @return whether the partner holds durably every write and every region: safe to switch roles.
      */
     public boolean isInSync()

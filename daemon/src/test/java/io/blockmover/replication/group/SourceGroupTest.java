@@ -18,7 +18,10 @@ import io.blockmover.buffer.Slab;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.io.Volume;
+import io.blockmover.protocol.FrameHeader;
+import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.transport.NullFrameConnection;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -156,6 +159,48 @@ class SourceGroupTest
         final byte[] logged = new byte[REGION];
         cursor.payload().get(logged);
         assertArrayEquals(fileBytes(2L * REGION, REGION), logged, "the record holds the region as it is now");
+    }
+
+    /**
+     * A seeded group's bitmap is clean from the start, yet regions not compared yet may differ: its heartbeats and
+     * records must not tell the destination it holds a consistent prefix (a test mount or failover would trust it).
+     */
+    @Test
+    void shouldNotCallThePartnerConsistentWhileASeededSyncCompares() throws IOException
+    {
+        // Async: a sync write would wait for an acknowledgement no partner sends here.
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final long[] now = {0};
+        final FrameHeader sent = new FrameHeader();
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
+            {
+                sent.byteBuffer().clear();
+                sent.byteBuffer().put(header.byteBuffer().duplicate().clear()
+                    .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+                return true;
+            }
+        };
+        final Shipper shipper = new Shipper(group, connection, 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE);
+        shipper.onStart();
+        group.config().seeding = true;
+        now[0] += 2000;
+        shipper.doWork();
+        assertEquals(FrameType.HEARTBEAT, sent.type());
+        assertEquals(0, sent.aux() & GroupReceiver.HEARTBEAT_CLEAN, "seeding: not clean");
+        group.export(0).write(0, pattern(3, 4096), 4096, false);
+        shipper.doWork();
+        assertEquals(FrameType.RECORD, sent.type());
+        assertTrue((sent.aux() & GroupReceiver.RECORD_UNCLEAN) != 0, "seeding: a record is unclean");
+
+        group.config().seeding = false;
+        now[0] += 2000;
+        shipper.doWork();
+        assertEquals(FrameType.HEARTBEAT, sent.type());
+        assertEquals(GroupReceiver.HEARTBEAT_CLEAN, sent.aux() & GroupReceiver.HEARTBEAT_CLEAN, "compared: clean");
+        shipper.onClose();
     }
 
     @Test
