@@ -776,12 +776,13 @@ public final class Conductor implements Agent, ControlServer.Handler
 
     /**
      * A runner for a stage of the data path. Network stages wait on their connection; disk stages back off to
-     * short parks (their producers are at most a chunk ahead, so a fraction of a chunk's time is the right nap).
+     * parks of at most a millisecond (about a chunk's time on a fast link; every park costs a timer, which is
+     * dear where timers are emulated, so a waiting stage should not wake much more often than chunks arrive).
      */
     AgentRunner newDataRunner(final Agent agent, final FrameConnection connection)
     {
         return newRunner(agent, connection != null ? new ConnectionIdleStrategy(connection) :
-            new BackoffIdleStrategy(20, 5, 10_000, 250_000));
+            new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
     }
 
     /**
