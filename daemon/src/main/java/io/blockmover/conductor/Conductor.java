@@ -473,7 +473,8 @@ public final class Conductor implements Agent, ControlServer.Handler
      */
     RdmaFrameConnection newRdmaConnection(final RdmaEndpoint endpoint) throws IOException
     {
-        return rdmaDevices.newConnection(endpoint, maxFramePayload(), rdmaReceiveDepth());
+        return rdmaDevices.newConnection(endpoint, maxFramePayload(), rdmaReceiveDepth(),
+            cnc.counter(SystemCounter.RDMA_ZERO_COPY_SENDS));
     }
 
     int rdmaReceiveDepth()

@@ -8,6 +8,8 @@ import java.nio.channels.DatagramChannel;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.agrona.concurrent.status.AtomicCounter;
+
 import io.blockmover.rdma.MemlockLimitException;
 import io.blockmover.rdma.RdmaDevice;
 import io.blockmover.rdma.RdmaEndpoint;
@@ -157,14 +159,15 @@ public final class RdmaDevices implements AutoCloseable
      * @param endpoint     on one of these devices, its queue pair created.
      * @param maxPayload   the largest payload a frame may carry.
      * @param receiveDepth receives kept posted.
+     * @param zeroCopySends counts frames sent without a copy; or null.
      * @return the connection; it owns the endpoint from now on.
      * @throws IOException when a receive cannot be posted.
      */
     public RdmaFrameConnection newConnection(final RdmaEndpoint endpoint, final int maxPayload,
-        final int receiveDepth) throws IOException
+        final int receiveDepth, final AtomicCounter zeroCopySends) throws IOException
     {
-        return RdmaFrameConnection.create(endpoint, slabRegistrations.get(endpoint.device()), maxPayload,
-            receiveDepth);
+        return RdmaFrameConnection.create(endpoint, slabRegistrations.get(endpoint.device()), zeroCopySends,
+            maxPayload, receiveDepth);
     }
 
     /**

@@ -7,6 +7,7 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
+import org.agrona.concurrent.status.AtomicCounter;
 
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
@@ -56,6 +57,7 @@ public final class RdmaFrameConnection implements FrameConnection
     private final RegisteredMemory sendMemory;
     private final RegisteredMemory receiveMemory;
     private final RegisteredMemory slabMemory;
+    private final AtomicCounter zeroCopySendsCounter;
     private final long slabAddress;
     private final long slabLength;
     private final UnsafeBuffer sendBuffer;
@@ -88,9 +90,14 @@ public final class RdmaFrameConnection implements FrameConnection
     private volatile Thread waiter;
 
     private RdmaFrameConnection(
-        final RdmaEndpoint endpoint, final RegisteredMemory slabMemory, final int maxPayload, final int receiveDepth)
+        final RdmaEndpoint endpoint,
+        final RegisteredMemory slabMemory,
+        final AtomicCounter zeroCopySendsCounter,
+        final int maxPayload,
+        final int receiveDepth)
     {
         this.endpoint = endpoint;
+        this.zeroCopySendsCounter = zeroCopySendsCounter;
         this.slabMemory = slabMemory != null && slabMemory.device() == endpoint.device() ? slabMemory : null;
         this.slabAddress = this.slabMemory != null ? this.slabMemory.address() : 0;
         this.slabLength = this.slabMemory != null ? this.slabMemory.length() : 0;
@@ -127,16 +134,21 @@ public final class RdmaFrameConnection implements FrameConnection
      * @param slabMemory   the slab's registration on the endpoint's device, whose payloads are sent without a
      *                     copy; null (or another device's) to copy every payload. Not owned: it outlives the
      *                     connection.
+     * @param zeroCopySendsCounter counts frames sent without a copy (any thread may share it); or null.
      * @param maxPayload   the largest payload a frame may carry.
      * @param receiveDepth receives kept posted; at most the endpoint's receive queue depth.
      * @return the connection; it owns the endpoint from now on.
      * @throws IOException when a receive cannot be posted.
      */
     public static RdmaFrameConnection create(
-        final RdmaEndpoint endpoint, final RegisteredMemory slabMemory, final int maxPayload, final int receiveDepth)
-        throws IOException
+        final RdmaEndpoint endpoint,
+        final RegisteredMemory slabMemory,
+        final AtomicCounter zeroCopySendsCounter,
+        final int maxPayload,
+        final int receiveDepth) throws IOException
     {
-        final RdmaFrameConnection connection = new RdmaFrameConnection(endpoint, slabMemory, maxPayload, receiveDepth);
+        final RdmaFrameConnection connection =
+            new RdmaFrameConnection(endpoint, slabMemory, zeroCopySendsCounter, maxPayload, receiveDepth);
         for (int i = 0; i < receiveDepth; i++)
         {
             connection.repost(i);
@@ -244,6 +256,10 @@ public final class RdmaFrameConnection implements FrameConnection
             }
             zeroCopyInFlight++;
             zeroCopySends++;
+            if (null != zeroCopySendsCounter)
+            {
+                zeroCopySendsCounter.increment();
+            }
         }
         else
         {
