@@ -26,7 +26,8 @@ public enum SystemCounter
     VERIFY_MISMATCHES("verify mismatches"),
     VOLUME_FORCES("volume forces"),
     JOBS_COMPLETED("jobs completed"),
-    JOBS_FAILED("jobs failed");
+    JOBS_FAILED("jobs failed"),
+    RDMA_ZERO_COPY_SENDS("rdma zero copy sends");
 
     /** Type id of system counters in the counters file. */
     public static final int TYPE_ID = 1;

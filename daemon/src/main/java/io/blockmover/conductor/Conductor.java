@@ -76,7 +76,7 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final Map<Long, CopyJob> jobs = new TreeMap<>();
     private final List<CopyJob> jobsSnapshot = new ArrayList<>();
     private final Selector selector;
-    private final RdmaDevices rdmaDevices = new RdmaDevices();
+    private final RdmaDevices rdmaDevices;
     private RdmaListener rdmaListener;
     private String rdmaListenerNote = "no peer uses RDMA";
     private final Consumer<SelectionKey> onReady = (key) -> { };
@@ -104,6 +104,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         this.cnc = cnc;
         this.jobStore = new JobStore(ctx.stateDir());
         this.slab = new Slab(ctx.slabSlots(), ctx.chunkLength());
+        this.rdmaDevices = new RdmaDevices(slab.memory());
         this.peerRates = new PeerRates(ctx, clock.nanoTime());
         try
         {
@@ -343,16 +344,23 @@ public final class Conductor implements Agent, ControlServer.Handler
             return;
         }
         final List<RdmaDevices.Choice> candidates = new ArrayList<>();
-        if (!ctx.listen().getAddress().isAnyLocalAddress())
+        try
         {
-            candidates.add(rdmaDevices.on(ctx.listen().getAddress()));
-        }
-        else
-        {
-            for (final PeerConfig peer : ctx.peers().values())
+            if (!ctx.listen().getAddress().isAnyLocalAddress())
             {
-                candidates.add(rdmaDevices.towards(peer.address()));
+                candidates.add(rdmaDevices.on(ctx.listen().getAddress()));
             }
+            else
+            {
+                for (final PeerConfig peer : ctx.peers().values())
+                {
+                    candidates.add(rdmaDevices.towards(peer.address()));
+                }
+            }
+        }
+        catch (final MemlockLimitException ex)
+        {
+            throw memlockTooLow(ex); // the device opens, but the slab cannot be registered with it
         }
         rdmaListenerNote = "no RDMA listener";
         for (final RdmaDevices.Choice choice : candidates)
@@ -387,7 +395,8 @@ public final class Conductor implements Agent, ControlServer.Handler
      */
     private void checkMemlockForRdma()
     {
-        final long needed = 2 * RdmaFrameConnection.registeredBytes(maxFramePayload(), rdmaReceiveDepth());
+        final long perConnection = RdmaFrameConnection.registeredBytes(maxFramePayload(), rdmaReceiveDepth());
+        final long needed = slab.memory().capacity() + 2 * perConnection;
         try
         {
             MemlockLimit.check(MemlockLimit.registeredBytes(), needed, MemlockLimit.softLimitBytes(),
@@ -395,11 +404,18 @@ public final class Conductor implements Agent, ControlServer.Handler
         }
         catch (final MemlockLimitException ex)
         {
-            CloseHelper.quietCloseAll(listener, control, selector);
-            rdmaDevices.close();
-            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, ex.getMessage() + " (RDMA connections pin " +
-                needed / 2 + " bytes each; or set transport = tcp for the peers)", ex);
+            throw memlockTooLow(ex);
         }
+    }
+
+    private BlockmoverException memlockTooLow(final MemlockLimitException ex)
+    {
+        CloseHelper.quietCloseAll(listener, control, selector);
+        rdmaDevices.close();
+        return new BlockmoverException(ErrorCode.CONFIG_INVALID, ex.getMessage() + " (RDMA pins the slab, " +
+            slab.memory().capacity() + " bytes, once per device, and " +
+            RdmaFrameConnection.registeredBytes(maxFramePayload(), rdmaReceiveDepth()) + " bytes per connection; " +
+            "or set transport = tcp for the peers)", ex);
     }
 
     private int acceptRdmaPeers(final long nowNs)
@@ -416,8 +432,7 @@ public final class Conductor implements Agent, ControlServer.Handler
             try
             {
                 // Receives are posted before accept: iWARP has no retry for a SEND that finds none.
-                final RdmaFrameConnection connection =
-                    RdmaFrameConnection.create(endpoint, maxFramePayload(), rdmaReceiveDepth());
+                final RdmaFrameConnection connection = newRdmaConnection(endpoint);
                 endpoint.accept(nowNs, ctx.connectTimeoutNs());
                 inbound.add(new InboundConnection(this, connection, nowNs));
             }
@@ -451,6 +466,15 @@ public final class Conductor implements Agent, ControlServer.Handler
         }
         return choice.isRdma() ? choice :
             new RdmaDevices.Choice(null, "TCP: " + choice.reason());
+    }
+
+    /**
+     * A frame connection on a new endpoint, sending payloads straight from the slab (registered once per device).
+     */
+    RdmaFrameConnection newRdmaConnection(final RdmaEndpoint endpoint) throws IOException
+    {
+        return rdmaDevices.newConnection(endpoint, maxFramePayload(), rdmaReceiveDepth(),
+            cnc.counter(SystemCounter.RDMA_ZERO_COPY_SENDS));
     }
 
     int rdmaReceiveDepth()
@@ -753,12 +777,13 @@ public final class Conductor implements Agent, ControlServer.Handler
 
     /**
      * A runner for a stage of the data path. Network stages wait on their connection; disk stages back off to
-     * short parks (their producers are at most a chunk ahead, so a fraction of a chunk's time is the right nap).
+     * parks of at most a millisecond (about a chunk's time on a fast link; every park costs a timer, which is
+     * dear where timers are emulated, so a waiting stage should not wake much more often than chunks arrive).
      */
     AgentRunner newDataRunner(final Agent agent, final FrameConnection connection)
     {
         return newRunner(agent, connection != null ? new ConnectionIdleStrategy(connection) :
-            new BackoffIdleStrategy(20, 5, 10_000, 250_000));
+            new BackoffIdleStrategy(20, 5, 10_000, 1_000_000));
     }
 
     /**

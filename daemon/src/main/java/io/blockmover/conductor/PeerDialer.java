@@ -89,8 +89,7 @@ final class PeerDialer
             final RdmaEndpoint endpoint = RdmaEndpoint.connect(choice.device(), remote,
                 RdmaDevices.context(choice.device(), conductor.rdmaReceiveDepth()), nowNs,
                 conductor.ctx().connectTimeoutNs());
-            pendingRdma = RdmaFrameConnection.create(endpoint, conductor.maxFramePayload(),
-                conductor.rdmaReceiveDepth());
+            pendingRdma = conductor.newRdmaConnection(endpoint);
         }
         else
         {

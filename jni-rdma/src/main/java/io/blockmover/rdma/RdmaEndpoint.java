@@ -60,22 +60,22 @@ import org.agrona.concurrent.UnsafeBuffer;
  *  +----------------------------+ 0
  *  | send ibv_send_wr     (128) |  wr_id, opcode, rdma.remote_addr/rkey refilled per post
  *  +----------------------------+ 128
- *  | send ibv_sge          (16) |
- *  +----------------------------+ 144
+ *  | send ibv_sge[2]       (32) |  a frame's header and its payload, each from its own registration
+ *  +----------------------------+ 160
  *  | recv ibv_recv_wr      (32) |
- *  +----------------------------+ 176
- *  | recv ibv_sge          (16) |
  *  +----------------------------+ 192
- *  | bad_wr out pointer     (8) |
- *  +----------------------------+ 200
- *  | cm id out pointer      (8) |
+ *  | recv ibv_sge          (16) |
  *  +----------------------------+ 208
+ *  | bad_wr out pointer     (8) |
+ *  +----------------------------+ 216
+ *  | cm id out pointer      (8) |
+ *  +----------------------------+ 224
  *  | rdma_conn_param       (24) |
- *  +----------------------------+ 232
+ *  +----------------------------+ 248
  *  | ibv_qp_init_attr      (64) |
- *  +----------------------------+ 296
+ *  +----------------------------+ 312
  *  | sockaddr              (32) |
- *  +----------------------------+ 328
+ *  +----------------------------+ 344
  *  | ibv_qp_attr          (144) |
  *  +----------------------------+ 512 (rounded to 64)
  *  | send ibv_wc[batch]         |
@@ -124,9 +124,11 @@ public final class RdmaEndpoint implements AutoCloseable
         }
     }
 
+    /** Scatter-gather elements a send may gather: a frame header and a payload from another registration. */
+    public static final int MAX_SEND_SGES = 2;
     private static final int SEND_WR_OFFSET = 0;
     private static final int SEND_SGE_OFFSET = SEND_WR_OFFSET + IbvSendWrDescriptor.LENGTH;
-    private static final int RECV_WR_OFFSET = SEND_SGE_OFFSET + IbvSgeDescriptor.LENGTH;
+    private static final int RECV_WR_OFFSET = SEND_SGE_OFFSET + MAX_SEND_SGES * IbvSgeDescriptor.LENGTH;
     private static final int RECV_SGE_OFFSET = RECV_WR_OFFSET + IbvRecvWrDescriptor.LENGTH;
     private static final int BAD_WR_OFFSET = RECV_SGE_OFFSET + IbvSgeDescriptor.LENGTH;
     private static final int ID_OUT_OFFSET = BAD_WR_OFFSET + 8;
@@ -357,7 +359,7 @@ public final class RdmaEndpoint implements AutoCloseable
         scratch.putLong(attr + IbvQpInitAttrDescriptor.RECV_CQ_OFFSET, recvCq);
         scratch.putInt(attr + IbvQpInitAttrDescriptor.CAP_MAX_SEND_WR_OFFSET, sendQueueDepth);
         scratch.putInt(attr + IbvQpInitAttrDescriptor.CAP_MAX_RECV_WR_OFFSET, receiveQueueDepth);
-        scratch.putInt(attr + IbvQpInitAttrDescriptor.CAP_MAX_SEND_SGE_OFFSET, 1);
+        scratch.putInt(attr + IbvQpInitAttrDescriptor.CAP_MAX_SEND_SGE_OFFSET, MAX_SEND_SGES);
         scratch.putInt(attr + IbvQpInitAttrDescriptor.CAP_MAX_RECV_SGE_OFFSET, 1);
         scratch.putInt(attr + IbvQpInitAttrDescriptor.QP_TYPE_OFFSET, IbvQpInitAttrDescriptor.IBV_QPT_RC);
         scratch.putInt(attr + IbvQpInitAttrDescriptor.SQ_SIG_ALL_OFFSET, 0);
@@ -642,7 +644,45 @@ public final class RdmaEndpoint implements AutoCloseable
      */
     public boolean postSend(final RegisteredMemory memory, final int offset, final int length, final long wrId)
     {
-        return postSendQueue(IbvSendWrDescriptor.IBV_WR_SEND, memory, offset, length, 0, 0, wrId);
+        return postSendQueue(IbvSendWrDescriptor.IBV_WR_SEND, memory, offset, length, 0, 0, wrId, 1);
+    }
+
+    /**
+     * Post a SEND that gathers {@code first[firstOffset, +firstLength)} and then
+     * {@code second[secondOffset, +secondLength)} into one message: a frame header from a small buffer and its
+     * payload straight from where it lies (a slab slot), with no copy. It consumes one receive at the peer.
+     *
+     * @param first        registered memory of the first part.
+     * @param firstOffset  from the start of that memory.
+     * @param firstLength  bytes of the first part.
+     * @param second       registered memory of the second part (may be the same registration).
+     * @param secondOffset from the start of that memory.
+     * @param secondLength bytes of the second part; 0 sends the first part alone.
+     * @param wrId         returned in the completion.
+     * @return false if the send queue is full.
+     * @throws IllegalStateException unless ESTABLISHED.
+     * @throws RdmaException         if ibv_post_send fails; the endpoint is then FAILED.
+     */
+    public boolean postSend(
+        final RegisteredMemory first,
+        final int firstOffset,
+        final int firstLength,
+        final RegisteredMemory second,
+        final int secondOffset,
+        final int secondLength,
+        final long wrId)
+    {
+        if (0 == secondLength)
+        {
+            return postSend(first, firstOffset, firstLength, wrId);
+        }
+        checkBounds(second, secondOffset, secondLength);
+        final int sge = SEND_SGE_OFFSET + IbvSgeDescriptor.LENGTH;
+        scratch.putLong(sge + IbvSgeDescriptor.ADDR_OFFSET, second.address() + secondOffset);
+        scratch.putInt(sge + IbvSgeDescriptor.LENGTH_OFFSET, secondLength);
+        scratch.putInt(sge + IbvSgeDescriptor.LKEY_OFFSET, second.lkey());
+        return postSendQueue(IbvSendWrDescriptor.IBV_WR_SEND, first, firstOffset, firstLength, 0, 0, wrId,
+            MAX_SEND_SGES);
     }
 
     /**
@@ -667,7 +707,7 @@ public final class RdmaEndpoint implements AutoCloseable
         final long wrId)
     {
         return postSendQueue(IbvSendWrDescriptor.IBV_WR_RDMA_WRITE, memory, offset, length, remoteAddress, remoteKey,
-            wrId);
+            wrId, 1);
     }
 
     /**
@@ -692,7 +732,7 @@ public final class RdmaEndpoint implements AutoCloseable
         final long wrId)
     {
         return postSendQueue(IbvSendWrDescriptor.IBV_WR_RDMA_READ, memory, offset, length, remoteAddress, remoteKey,
-            wrId);
+            wrId, 1);
     }
 
     private boolean postSendQueue(
@@ -702,7 +742,8 @@ public final class RdmaEndpoint implements AutoCloseable
         final int length,
         final long remoteAddress,
         final int remoteKey,
-        final long wrId)
+        final long wrId,
+        final int sgeCount)
     {
         ensureQueuePair();
         if (State.ESTABLISHED != state)
@@ -718,6 +759,7 @@ public final class RdmaEndpoint implements AutoCloseable
 
         scratch.putLong(SEND_WR_OFFSET + IbvSendWrDescriptor.WR_ID_OFFSET, wrId);
         scratch.putInt(SEND_WR_OFFSET + IbvSendWrDescriptor.OPCODE_OFFSET, opcode);
+        scratch.putInt(SEND_WR_OFFSET + IbvSendWrDescriptor.NUM_SGE_OFFSET, sgeCount);
         scratch.putLong(SEND_WR_OFFSET + IbvSendWrDescriptor.RDMA_REMOTE_ADDR_OFFSET, remoteAddress);
         scratch.putInt(SEND_WR_OFFSET + IbvSendWrDescriptor.RDMA_RKEY_OFFSET, remoteKey);
         scratch.putLong(SEND_SGE_OFFSET + IbvSgeDescriptor.ADDR_OFFSET, memory.address() + offset);

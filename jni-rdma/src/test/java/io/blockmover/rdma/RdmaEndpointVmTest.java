@@ -155,6 +155,64 @@ class RdmaEndpointVmTest
 
     @ParameterizedTest
     @MethodSource("transports")
+    void shouldGatherHeaderAndPayloadFromTwoRegistrationsIntoOneSend(final String transport)
+    {
+        // A frame as the daemon sends it without a copy: its header from a small registered buffer, its payload
+        // straight from a slot of another registration (the slab); the peer receives one contiguous message.
+        final Pair pair = connectedPair(transport);
+        final long deadline = System.nanoTime() + DEADLINE_NS;
+        final int header = 64;
+        final int frames = 6;
+        int sent = 0;
+        int received = 0;
+        while (received < frames)
+        {
+            if (sent < frames && pair.client.outstandingSends() < 4)
+            {
+                final int payload = sent == 0 ? SLOT_LENGTH - header : 1 + sent * 513;
+                final int payloadOffset = 3 * SLOT_LENGTH + sent * 8192 + 8;
+                fillPattern(pair.clientMemory.buffer(), (sent % 4) * header, header, 500 + sent);
+                fillPattern(pair.clientSource.buffer(), payloadOffset, payload, 600 + sent);
+                assertTrue(pair.client.postSend(pair.clientMemory, (sent % 4) * header, header, pair.clientSource,
+                    payloadOffset, payload, sent));
+                sent++;
+            }
+            pair.client.pollCompletions(pair.clientCompletions);
+            pair.server.pollCompletions(pair.serverCompletions);
+            while (pair.serverCompletions.hasReceived())
+            {
+                final int slot = pair.serverCompletions.takeReceivedSlot();
+                final int payload = received == 0 ? SLOT_LENGTH - header : 1 + received * 513;
+                assertEquals(header + payload, pair.serverCompletions.lastReceiveLength, "frame " + received);
+                assertPattern(pair.serverReceive.buffer(), slot * SLOT_LENGTH, header, 500 + received);
+                assertPattern(pair.serverReceive.buffer(), slot * SLOT_LENGTH + header, payload, 600 + received);
+                received++;
+                assertTrue(pair.server.postReceive(pair.serverReceive, slot * SLOT_LENGTH, SLOT_LENGTH, slot));
+            }
+            assertBefore(deadline, "receiving " + frames + " gathered frames, got " + received);
+        }
+        drainSends(pair.client, pair.clientCompletions, deadline);
+        assertEquals(frames, pair.clientCompletions.sendSuccesses);
+        assertEquals(0, pair.clientCompletions.failures + pair.serverCompletions.failures);
+
+        // A header alone (no second part) is an ordinary one-SGE send through the same call.
+        fillPattern(pair.clientMemory.buffer(), 0, header, 700);
+        assertTrue(pair.client.postSend(pair.clientMemory, 0, header, pair.clientSource, 0, 0, 77));
+        while (!pair.serverCompletions.hasReceived())
+        {
+            pair.client.pollCompletions(pair.clientCompletions);
+            pair.server.pollCompletions(pair.serverCompletions);
+            assertBefore(deadline, "header-only frame");
+        }
+        final int slot = pair.serverCompletions.takeReceivedSlot();
+        assertEquals(header, pair.serverCompletions.lastReceiveLength);
+        assertPattern(pair.serverReceive.buffer(), slot * SLOT_LENGTH, header, 700);
+
+        closeGracefully(pair);
+    }
+
+    @ParameterizedTest
+    @MethodSource("transports")
     void shouldRdmaWriteIntoAdvertisedBufferThenSend(final String transport)
     {
         final Pair pair = connectedPair(transport);
@@ -234,8 +292,9 @@ class RdmaEndpointVmTest
                 posted++;
             }
             // Credits: never more SENDs in flight than the server has receives posted (iWARP has no RNR retry).
+            // The SENDs gather a header and a payload from another registration, as the daemon's do.
             if (posted - writes - serverReceived < RECEIVE_SLOTS &&
-                pair.client.postSend(pair.clientMemory, 0, SLOT_LENGTH, posted))
+                pair.client.postSend(pair.clientMemory, 0, 64, pair.clientSource, 0, SLOT_LENGTH - 64, posted))
             {
                 posted++;
             }
@@ -457,7 +516,10 @@ class RdmaEndpointVmTest
         long polls = 0;
         for (int i = 0; i < iterations; i++)
         {
-            if (!pair.client.postSend(pair.clientMemory, 0, 64, i))
+            // Odd iterations gather a header and a payload from two registrations, as the daemon's frames do.
+            final boolean posted = (i & 1) == 0 ? pair.client.postSend(pair.clientMemory, 0, 64, i) :
+                pair.client.postSend(pair.clientMemory, 0, 64, pair.clientSource, 4096, 512, i);
+            if (!posted)
             {
                 fail("send queue full");
             }

@@ -3,16 +3,24 @@ package io.blockmover.transport.rdma;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
 import java.nio.channels.DatagramChannel;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.agrona.concurrent.status.AtomicCounter;
+
+import io.blockmover.rdma.MemlockLimitException;
 import io.blockmover.rdma.RdmaDevice;
+import io.blockmover.rdma.RdmaEndpoint;
 import io.blockmover.rdma.RdmaEndpointContext;
+import io.blockmover.rdma.RegisteredMemory;
 
 /**
  * Finds and keeps the RDMA devices this daemon uses: the device that owns the local address a peer is reached
- * from. Opened once each (a device context and a protection domain), closed at shutdown. Conductor thread only.
+ * from. Opened once each (a device context and a protection domain), closed at shutdown. The daemon's slab is
+ * registered with each device once, when it is opened, so that every connection on it sends payloads straight
+ * from their slots. Conductor thread only.
  */
 public final class RdmaDevices implements AutoCloseable
 {
@@ -20,7 +28,25 @@ public final class RdmaDevices implements AutoCloseable
     public static final int PORT_OFFSET = 1;
 
     private final Map<InetAddress, RdmaDevice> devices = new HashMap<>();
+    private final Map<RdmaDevice, RegisteredMemory> slabRegistrations = new HashMap<>();
     private final Map<InetAddress, String> unavailable = new HashMap<>();
+    private final ByteBuffer slabMemory;
+
+    /**
+     * No slab: connections copy every payload (tests of the choice alone).
+     */
+    public RdmaDevices()
+    {
+        this(null);
+    }
+
+    /**
+     * @param slabMemory the daemon's slab, registered with each device as it is opened; or null.
+     */
+    public RdmaDevices(final ByteBuffer slabMemory)
+    {
+        this.slabMemory = slabMemory;
+    }
 
     /**
      * What a peer will be reached over, and why.
@@ -57,6 +83,7 @@ public final class RdmaDevices implements AutoCloseable
     /**
      * @param local a local address.
      * @return the device owning it, or why there is none.
+     * @throws MemlockLimitException when the device is there but RLIMIT_MEMLOCK is too low to register the slab.
      */
     public Choice on(final InetAddress local)
     {
@@ -73,8 +100,25 @@ public final class RdmaDevices implements AutoCloseable
         try
         {
             final RdmaDevice device = RdmaDevice.open(local);
+            try
+            {
+                if (slabMemory != null)
+                {
+                    slabRegistrations.put(device, device.register(slabMemory));
+                }
+            }
+            catch (final RuntimeException ex)
+            {
+                device.close();
+                throw ex;
+            }
             devices.put(local, device);
             return new Choice(device, "RDMA device " + device.name() + " owns " + local.getHostAddress());
+        }
+        catch (final MemlockLimitException ex)
+        {
+            // Not a missing device but a limit to raise: the caller reports it, naming the fix (LimitMEMLOCK=).
+            throw ex;
         }
         catch (final RuntimeException | LinkageError ex)
         {
@@ -108,6 +152,36 @@ public final class RdmaDevices implements AutoCloseable
             .conclude(device);
     }
 
+    /**
+     * A frame connection on a new endpoint that sends from this daemon's slab without a copy: call right after
+     * {@code RdmaEndpoint.connect} returns, or on a server before {@code accept}.
+     *
+     * @param endpoint     on one of these devices, its queue pair created.
+     * @param maxPayload   the largest payload a frame may carry.
+     * @param receiveDepth receives kept posted.
+     * @param zeroCopySends counts frames sent without a copy; or null.
+     * @return the connection; it owns the endpoint from now on.
+     * @throws IOException when a receive cannot be posted.
+     */
+    public RdmaFrameConnection newConnection(final RdmaEndpoint endpoint, final int maxPayload,
+        final int receiveDepth, final AtomicCounter zeroCopySends) throws IOException
+    {
+        return RdmaFrameConnection.create(endpoint, slabRegistrations.get(endpoint.device()), zeroCopySends,
+            maxPayload, receiveDepth);
+    }
+
+    /**
+     * @param device an open device.
+     * @return the slab's registration on it, or null.
+     */
+    public RegisteredMemory slabRegistration(final RdmaDevice device)
+    {
+        return slabRegistrations.get(device);
+    }
+
+    /**
+     * Closes each device: its connections first, then its registrations (the slab's among them).
+     */
     @Override
     public void close()
     {
@@ -116,5 +190,6 @@ public final class RdmaDevices implements AutoCloseable
             device.close();
         }
         devices.clear();
+        slabRegistrations.clear();
     }
 }

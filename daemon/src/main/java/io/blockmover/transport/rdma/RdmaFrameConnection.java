@@ -7,6 +7,7 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
+import org.agrona.concurrent.status.AtomicCounter;
 
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
@@ -19,36 +20,52 @@ import io.blockmover.transport.FrameConnection;
 
 /**
  * Frames over an RDMA reliable connection made with rdma_cm (iWARP or RoCE): each frame, header and payload, is
- * one SEND from a registered send buffer into one of the receive buffers the peer posted ahead, each big enough
- * for the largest frame. No write-with-immediate (iWARP has none). The receiver reposts a buffer as soon as the
- * frame in it has been taken, and the protocol's credits bound how many frames can be in flight, so a SEND
- * always finds a posted receive (iWARP has no receiver-not-ready retry).
+ * one SEND into one of the receive buffers the peer posted ahead, each big enough for the largest frame. No
+ * write-with-immediate (iWARP has none). The receiver reposts a buffer as soon as the frame in it has been taken,
+ * and the protocol's credits bound how many frames can be in flight, so a SEND always finds a posted receive
+ * (iWARP has no receiver-not-ready retry).
+ * <p>
+ * Send side, zero-copy: a payload that lies inside the daemon's slab (registered once per protection domain, see
+ * {@link RdmaDevices}) is not copied: the SEND gathers two SGEs, the header from a small registered send buffer
+ * and the payload straight from its slot. The slot must then stay unchanged until the device has read it, so
+ * {@link #flush()} reports the frame sent only at its send completion (the Sender releases the slot to the Reader
+ * when flush returns true). Any other payload (a control buffer, a view into a memory-mapped log) is copied into
+ * the send buffer behind the header, and flush returns true as soon as it is posted.
  * <pre>
- *   registered send buffers (4)        posted receive buffers (receiveDepth)
- *   +--------+----------------+        +--------+----------------+
- *   | header | payload        | SEND-> | header | payload        |  each HEADER_LENGTH + maxPayload
- *   +--------+----------------+        +--------+----------------+
+ *   registered send buffers (4)              posted receive buffers (receiveDepth)
+ *   +--------+ - - - - - - - - +             +--------+----------------+
+ *   | header | copied payload  |  SEND  ->   | header | payload        |  each HEADER_LENGTH + maxPayload
+ *   +--------+ - - - - - - - - +             +--------+----------------+
+ *       sge[0]   + sge[1]: slab slot (zero-copy)    or the copied payload in sge[0]
  * </pre>
- * This first version copies a payload once on each side (into the send buffer, out of the receive buffer into
- * the caller's slot); RDMA WRITE straight into a slot the receiver advertised would remove both copies.
- * Memory is registered once per connection, never per transfer. Allocates nothing per frame. One thread at a
- * time, like the endpoint.
+ * Receive side: the payload is copied once, out of the receive buffer into the caller's slot. Receiving straight
+ * into the slot would need the slot chosen before the frame arrives (receives posted with a scatter list, or an
+ * RDMA WRITE into a slot the receiver advertised), which the Receiver chooses only after it has read the header.
+ * <p>
+ * The connection's own buffers are registered once per connection, the slab once per device, never per transfer.
+ * Allocates nothing per frame. One thread at a time, like the endpoint.
  */
 public final class RdmaFrameConnection implements FrameConnection
 {
     /** Frames a sender may have posted and not yet completed. */
     public static final int SEND_BUFFERS = 4;
     private static final int EVENT_POLL_INTERVAL = 64;
-    private static final long IDLE_PARK_NS = 50_000;
+    private static final long MIN_PARK_NS = 50_000;
+    private static final long MAX_PARK_NS = 1_000_000;
 
     private final RdmaEndpoint endpoint;
     private final RegisteredMemory sendMemory;
     private final RegisteredMemory receiveMemory;
+    private final RegisteredMemory slabMemory;
+    private final AtomicCounter zeroCopySendsCounter;
+    private final long slabAddress;
+    private final long slabLength;
     private final UnsafeBuffer sendBuffer;
     private final UnsafeBuffer receiveBuffer;
     private final int bufferLength;
     private final int receiveDepth;
     private final boolean[] sendBusy = new boolean[SEND_BUFFERS];
+    private final boolean[] sendZeroCopy = new boolean[SEND_BUFFERS];
     private final int[] readyIndex;
     private final int[] readyLength;
     private final CompletionHandler onCompletion = this::onCompletion;
@@ -61,14 +78,29 @@ public final class RdmaFrameConnection implements FrameConnection
     private FrameHeader pendingHeader;
     private ByteBuffer pendingPayload;
     private boolean sendPending;
+    private int zeroCopyInFlight;
+    private long zeroCopySends;
     private IOException failure;
     private long bytesSent;
     private long bytesReceived;
     private int pollsSinceEvents;
+    private long completions;
+    private long completionsAtLastWait;
+    private long parkNs = MIN_PARK_NS;
+    private volatile Thread waiter;
 
-    private RdmaFrameConnection(final RdmaEndpoint endpoint, final int maxPayload, final int receiveDepth)
+    private RdmaFrameConnection(
+        final RdmaEndpoint endpoint,
+        final RegisteredMemory slabMemory,
+        final AtomicCounter zeroCopySendsCounter,
+        final int maxPayload,
+        final int receiveDepth)
     {
         this.endpoint = endpoint;
+        this.zeroCopySendsCounter = zeroCopySendsCounter;
+        this.slabMemory = slabMemory != null && slabMemory.device() == endpoint.device() ? slabMemory : null;
+        this.slabAddress = this.slabMemory != null ? this.slabMemory.address() : 0;
+        this.slabLength = this.slabMemory != null ? this.slabMemory.length() : 0;
         this.bufferLength = align(FrameDescriptor.HEADER_LENGTH + maxPayload, 64);
         this.receiveDepth = receiveDepth;
         this.readyIndex = new int[receiveDepth];
@@ -99,15 +131,24 @@ public final class RdmaFrameConnection implements FrameConnection
      * a server between {@code listener.poll()} and {@code accept}, before the peer can send anything.
      *
      * @param endpoint     whose queue pair exists.
+     * @param slabMemory   the slab's registration on the endpoint's device, whose payloads are sent without a
+     *                     copy; null (or another device's) to copy every payload. Not owned: it outlives the
+     *                     connection.
+     * @param zeroCopySendsCounter counts frames sent without a copy (any thread may share it); or null.
      * @param maxPayload   the largest payload a frame may carry.
      * @param receiveDepth receives kept posted; at most the endpoint's receive queue depth.
      * @return the connection; it owns the endpoint from now on.
      * @throws IOException when a receive cannot be posted.
      */
-    public static RdmaFrameConnection create(final RdmaEndpoint endpoint, final int maxPayload,
+    public static RdmaFrameConnection create(
+        final RdmaEndpoint endpoint,
+        final RegisteredMemory slabMemory,
+        final AtomicCounter zeroCopySendsCounter,
+        final int maxPayload,
         final int receiveDepth) throws IOException
     {
-        final RdmaFrameConnection connection = new RdmaFrameConnection(endpoint, maxPayload, receiveDepth);
+        final RdmaFrameConnection connection =
+            new RdmaFrameConnection(endpoint, slabMemory, zeroCopySendsCounter, maxPayload, receiveDepth);
         for (int i = 0; i < receiveDepth; i++)
         {
             connection.repost(i);
@@ -164,6 +205,12 @@ public final class RdmaFrameConnection implements FrameConnection
         return true;
     }
 
+    /**
+     * {@inheritDoc}
+     * <p>
+     * A payload sent from the slab without a copy counts as sent only once the device has read it (its send
+     * completion), so that the caller may reuse its slot as soon as this returns true.
+     */
     @Override
     public boolean flush() throws IOException
     {
@@ -172,7 +219,7 @@ public final class RdmaFrameConnection implements FrameConnection
         {
             postPending();
         }
-        return !sendPending;
+        return !sendPending && 0 == zeroCopyInFlight;
     }
 
     private void postPending()
@@ -196,22 +243,73 @@ public final class RdmaFrameConnection implements FrameConnection
         }
         final int offset = free * bufferLength;
         sendBuffer.putBytes(offset, pendingHeader.buffer(), 0, FrameDescriptor.HEADER_LENGTH);
-        int length = FrameDescriptor.HEADER_LENGTH;
-        if (pendingPayload != null && pendingPayload.hasRemaining())
+        final ByteBuffer payload = pendingPayload;
+        final int payloadLength = payload != null ? payload.remaining() : 0;
+        final long slabOffset = slabOffsetOf(payload, payloadLength);
+        final boolean zeroCopy = slabOffset >= 0;
+        if (zeroCopy)
         {
-            final int payloadLength = pendingPayload.remaining();
-            sendBuffer.putBytes(offset + length, pendingPayload, pendingPayload.position(), payloadLength);
-            length += payloadLength;
+            if (!endpoint.postSend(sendMemory, offset, FrameDescriptor.HEADER_LENGTH, slabMemory, (int)slabOffset,
+                payloadLength, free))
+            {
+                return;
+            }
+            zeroCopyInFlight++;
+            zeroCopySends++;
+            if (null != zeroCopySendsCounter)
+            {
+                zeroCopySendsCounter.increment();
+            }
         }
-        if (!endpoint.postSend(sendMemory, offset, length, free))
+        else
         {
-            return;
+            if (payloadLength > 0)
+            {
+                sendBuffer.putBytes(offset + FrameDescriptor.HEADER_LENGTH, payload, payload.position(), payloadLength);
+            }
+            if (!endpoint.postSend(sendMemory, offset, FrameDescriptor.HEADER_LENGTH + payloadLength, free))
+            {
+                return;
+            }
         }
         sendBusy[free] = true;
-        bytesSent += length;
+        sendZeroCopy[free] = zeroCopy;
+        bytesSent += FrameDescriptor.HEADER_LENGTH + payloadLength;
         sendPending = false;
         pendingHeader = null;
         pendingPayload = null;
+    }
+
+    private long slabOffsetOf(final ByteBuffer payload, final int payloadLength)
+    {
+        return null == slabMemory ? -1 : offsetWithin(payload, payloadLength, slabAddress, slabLength);
+    }
+
+    /**
+     * @param payload       a payload from its position, {@code payloadLength} bytes.
+     * @param payloadLength bytes of it.
+     * @param regionAddress start of a registered region.
+     * @param regionLength  bytes of the region.
+     * @return the payload's offset in the region, or -1 when it is empty, on the heap or not wholly inside the
+     *         region (then it must be copied).
+     */
+    static long offsetWithin(
+        final ByteBuffer payload, final int payloadLength, final long regionAddress, final long regionLength)
+    {
+        if (payloadLength <= 0 || null == payload || !payload.isDirect())
+        {
+            return -1;
+        }
+        final long offset = BufferUtil.address(payload) + payload.position() - regionAddress;
+        return offset >= 0 && offset <= regionLength - payloadLength ? offset : -1;
+    }
+
+    /**
+     * @return frames whose payload was sent straight from the slab, without a copy.
+     */
+    public long zeroCopySends()
+    {
+        return zeroCopySends;
     }
 
     @Override
@@ -322,6 +420,7 @@ public final class RdmaFrameConnection implements FrameConnection
 
     private void onCompletion(final WorkCompletion completion)
     {
+        completions++;
         final int index = (int)completion.wrId();
         if (!completion.isSuccess())
         {
@@ -332,7 +431,7 @@ public final class RdmaFrameConnection implements FrameConnection
             }
             if (!completion.isReceive() && index >= 0 && index < SEND_BUFFERS)
             {
-                sendBusy[index] = false;
+                onSendCompleted(index);
             }
             return;
         }
@@ -345,16 +444,56 @@ public final class RdmaFrameConnection implements FrameConnection
         }
         else
         {
-            sendBusy[index] = false;
+            onSendCompleted(index);
         }
     }
 
+    private void onSendCompleted(final int index)
+    {
+        if (sendBusy[index] && sendZeroCopy[index])
+        {
+            zeroCopyInFlight--;
+        }
+        sendBusy[index] = false;
+        sendZeroCopy[index] = false;
+    }
+
+    /**
+     * Completions are polled, not signalled, so an idle owner naps. A nap is a timer, and a timer is not free
+     * (about 55 us of CPU per park in the emulated test VM, whatever its length), so the naps grow from
+     * {@link #MIN_PARK_NS} while nothing completes, up to the caller's timeout, and shrink back at the first
+     * completion. Work handed over by another stage ends a nap at once through {@link #wakeup()}.
+     */
     @Override
     public void awaitIo(final long timeoutMs) throws IOException
     {
-        // Completions are polled, not signalled: a short park keeps a waiting agent cheap.
+        if (completions != completionsAtLastWait)
+        {
+            completionsAtLastWait = completions;
+            parkNs = MIN_PARK_NS;
+        }
+        else
+        {
+            parkNs = Math.min(parkNs << 1, MAX_PARK_NS);
+        }
         endpoint.pollEvents(System.nanoTime());
-        LockSupport.parkNanos(Math.min(IDLE_PARK_NS, timeoutMs * 1_000_000L));
+        waiter = Thread.currentThread();
+        LockSupport.parkNanos(Math.min(parkNs, timeoutMs * 1_000_000L));
+        waiter = null;
+    }
+
+    /**
+     * Any thread: ends the owner's current nap in {@link #awaitIo(long)}. Costs a volatile read when the owner
+     * is awake; a wake-up that races with the start of a nap is lost, which delays the owner by one nap at most.
+     */
+    @Override
+    public void wakeup()
+    {
+        final Thread owner = waiter;
+        if (null != owner)
+        {
+            LockSupport.unpark(owner);
+        }
     }
 
     @Override
@@ -372,9 +511,11 @@ public final class RdmaFrameConnection implements FrameConnection
     @Override
     public void close()
     {
-        // The endpoint destroys its queue pair first; only then may the memory it used be deregistered.
+        // The endpoint destroys its queue pair first; only then may the memory it used be deregistered. The slab's
+        // registration is the device's, not ours: once the queue pair is gone nothing reads a slot any more.
         endpoint.close();
         sendMemory.close();
         receiveMemory.close();
+        zeroCopyInFlight = 0;
     }
 }
