@@ -112,17 +112,13 @@ final class SourceGroupHandle
                     "will be resent");
                 log.reset(log.tailLsn() + 1);
             }
-            group = new SourceGroup(config, dir, volumes, log, fresh || hostCrashed);
             if (fresh && config.seeding)
             {
                 // Seeded: nothing is assumed different; the seed verify marks what is (see GroupVerifies).
-                for (int i = 0; i < volumes.length; i++)
-                {
-                    group.dirty(i).clearAll();
-                }
-                group.forceBitmaps();
+                createBitmaps(dir, config, false);
             }
-            else if (hostCrashed && config.seeding)
+            group = new SourceGroup(config, dir, volumes, log, (fresh && !config.seeding) || hostCrashed);
+            if (hostCrashed && config.seeding)
             {
                 // Every region is dirty again: the initial sync resends everything, a comparison would skip it all.
                 seedAbandoned("every region will be resent");

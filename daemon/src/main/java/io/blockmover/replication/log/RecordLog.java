@@ -407,14 +407,26 @@ public final class RecordLog implements AutoCloseable
         {
             fillHeader(paddingBuffer, padding, 0, TYPE_PADDING, (int)(recordPosition - tail) - RECORD_HEADER_LENGTH,
                 0, 0, 0, 0, 0);
-            writeFully(padding, RECORD_HEADER_LENGTH, FILE_HEADER_LENGTH + tail % capacity);
+            writeFully(padding, RECORD_HEADER_LENGTH, fileOffset(tail));
         }
         fillHeader(stagingBuffer, stagingCrcView, 0, TYPE_DATA, length, volume, lsn, offset, payloadCrc, flags);
         // One pwrite of header and payload; recovery checks both CRCs, so a torn write is the tail, as before.
-        writeFully(staging, RECORD_HEADER_LENGTH + length, FILE_HEADER_LENGTH + recordPosition % capacity);
+        writeFully(staging, RECORD_HEADER_LENGTH + length, fileOffset(recordPosition));
         return advanceTail(tail, recordPosition, lsn, length);
     }
 
+    /**
+     * @return where the body byte of a position lies in the file.
+     */
+    private long fileOffset(final long position)
+    {
+        return FILE_HEADER_LENGTH + position % capacity;
+    }
+
+    /**
+     * Writes {@code buffer}'s first {@code length} bytes at {@code fileOffset}: a positional write, so appender,
+     * forcer and flag setters may call it from their own threads, each with its own buffer.
+     */
     private void writeFully(final ByteBuffer buffer, final int length, final long fileOffset)
     {
         buffer.clear().limit(length);
@@ -486,19 +498,7 @@ public final class RecordLog implements AutoCloseable
         // the read-modify-write needs no CAS; other records' flags are other bytes.
         final ByteBuffer word = flagWord.get();
         word.putInt(0, current | flag);
-        try
-        {
-            word.clear();
-            final long at = FILE_HEADER_LENGTH + recordPosition % capacity + RECORD_FLAGS_OFFSET;
-            while (word.hasRemaining())
-            {
-                channel.write(word, at + word.position());
-            }
-        }
-        catch (final IOException ex)
-        {
-            throw new UncheckedIOException("cannot write record log " + path + ": " + ex, ex);
-        }
+        writeFully(word, Integer.BYTES, fileOffset(recordPosition) + RECORD_FLAGS_OFFSET);
     }
 
     /**
