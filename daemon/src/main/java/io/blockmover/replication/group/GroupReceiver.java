@@ -59,7 +59,6 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private long lastReceiveNs;
     private volatile long recordsReceived;
     private volatile boolean sleeping;
-    private volatile boolean waitingForLog;
     private volatile long checksumFailures;
 
     public GroupReceiver(final DestinationGroup group, final FrameConnection connection, final int sessionId,
@@ -118,12 +117,13 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
 
     /**
      * The source's frames make the socket readable and the applier wakes this agent for verify results, so an
-     * idle receiver waits long; it polls only while a record waits for log space the applier is freeing.
+     * idle receiver waits long; it polls only while a record waits for log space the applier is freeing. Asked by
+     * the idle strategy on this agent's own thread, so it reads the receive state directly.
      */
     @Override
     public long maxWaitMs()
     {
-        return waitingForLog ? ConnectionIdleStrategy.MAX_WAIT_MS : Shipper.IDLE_WAIT_MS;
+        return isWaitingForLog() ? ConnectionIdleStrategy.MAX_WAIT_MS : Shipper.IDLE_WAIT_MS;
     }
 
     @Override
@@ -163,7 +163,6 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 group.recordsArrived();
             }
             work += reply(nowNs);
-            waitingForLog = isWaitingForLog();
             if (nowNs - lastReceiveNs > peerTimeoutNs && !isWaitingForLog())
             {
                 throw new IOException("no word from the source for " + peerTimeoutNs / 1_000_000 + " ms");
