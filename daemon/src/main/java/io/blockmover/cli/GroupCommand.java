@@ -376,7 +376,8 @@ final class GroupCommand implements Callable<Integer>
             "On the destination with --force (failover, the source is lost): this host becomes the source at",
             "the last write it received; writes the lost source acknowledged but never sent are gone. The old",
             "source must rejoin as the destination ('blockmover group delete NAME' there), and then receives",
-            "everything."})
+            "everything. Refused while this host's volumes are inconsistent (its initial sync or a resync did",
+            "not finish: 'consistent: false' in group status, kept across restarts) unless --allow-inconsistent."})
     static final class Switch extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
@@ -386,12 +387,16 @@ final class GroupCommand implements Callable<Integer>
             "source (failover)")
         boolean force;
 
+        @Option(names = "--allow-inconsistent", description = "with --force: take over even though the initial " +
+            "sync or a resync did not finish; the volumes may mix old and new blocks")
+        boolean allowInconsistent;
+
         @Override
         @SuppressWarnings("unchecked")
         public Integer call()
         {
             final Map<String, Object> status = (Map<String, Object>)call("group-switch",
-                Map.of("name", name, "force", force));
+                Map.of("name", name, "force", force, "allow_inconsistent", allowInconsistent));
             if (json)
             {
                 printJson(status);

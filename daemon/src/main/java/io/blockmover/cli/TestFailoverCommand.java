@@ -124,7 +124,7 @@ final class TestFailoverCommand implements Callable<Integer>
         if (g.get("consistent") != null)
         {
             System.out.println("  consistent: " + (Boolean.TRUE.equals(g.get("consistent")) ? "yes" :
-                "no (initial sync or resync running, or not confirmed by the source yet)"));
+                "no (initial sync or resync unfinished; a failover is refused without --allow-inconsistent)"));
         }
         if (g.get("test_mount") instanceof Map<?, ?> m)
         {

@@ -14,6 +14,7 @@ import io.blockmover.ErrorCode;
 import io.blockmover.frontend.nbd.ExportRegistry;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.group.DestinationGroup;
+import io.blockmover.replication.group.DurableConsistency;
 import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupReceiver;
 import io.blockmover.replication.group.GroupState;
@@ -80,7 +81,7 @@ final class DestinationGroupHandle
                 log.reset(1);
             }
             group = new DestinationGroup(config, volumes, log, conductor.clock(), conductor.ctx().flushBytes(),
-                conductor.ctx().flushIntervalNs());
+                conductor.ctx().flushIntervalNs(), new DurableConsistency(store.dir(config.name)));
         }
         catch (final RuntimeException ex)
         {
@@ -107,6 +108,14 @@ final class DestinationGroupHandle
     boolean isReceiving()
     {
         return receiver != null;
+    }
+
+    /**
+     * @return whether the volumes hold a crash-consistent prefix of the source's writes (no unfinished resync).
+     */
+    boolean isConsistent()
+    {
+        return group != null && group.isConsistent();
     }
 
     /**
@@ -310,6 +319,8 @@ final class DestinationGroupHandle
             s.put("log", log);
             s.put("records_applied", group.recordsApplied());
             s.put("consistent", group.isConsistent());
+            // Survives restarts and needs no source: what a failover ('switch --force') checks.
+            s.put("consistent_through_lsn", group.durableCleanLsn());
             if (receiver != null)
             {
                 s.put("records_received", receiver.recordsReceived());

@@ -17,6 +17,7 @@ import io.blockmover.frontend.nbd.NbdServer;
 import io.blockmover.frontend.nbd.VolumeExport;
 import io.blockmover.io.Volume;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.group.DurableConsistency;
 import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.SourceGroup;
@@ -236,7 +237,8 @@ final class Groups implements AutoCloseable
             case "group-delete" -> client.reply(id, delete(name(args)));
             case "group-freeze" -> client.reply(id, freeze(name(args), true));
             case "group-thaw" -> client.reply(id, freeze(name(args), false));
-            case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")));
+            case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")),
+                Boolean.TRUE.equals(args.get("allow_inconsistent")));
             case "group-set" -> client.reply(id, set(name(args), args));
             case "group-verify", "group-verify-status", "group-verify-schedule" ->
                 verifies.onRequest(client, id, op, args, name(args));
@@ -507,7 +509,7 @@ final class Groups implements AutoCloseable
     }
 
     private void switchRoles(final ControlServer.Client client, final Object id, final String name,
-        final boolean force)
+        final boolean force, final boolean allowInconsistent)
     {
         final SourceGroupHandle source = sources.get(name);
         if (source != null)
@@ -549,8 +551,22 @@ final class Groups implements AutoCloseable
             throw new BlockmoverException(ErrorCode.BUSY, "group " + name + " is still applying its log: retry in " +
                 "a moment");
         }
+        final boolean consistent = destination.isConsistent();
+        if (!consistent && !allowInconsistent)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is inconsistent here: its " +
+                "initial sync or a resync from " + destination.config.peer + " did not finish, so its volumes may " +
+                "mix old and new blocks and a file system on them may not mount. Bring " + destination.config.peer +
+                " back and let it finish, or, to take over anyway and check the data yourself, add " +
+                "--allow-inconsistent");
+        }
         final long lsn = destination.heldLsn();
         becomeSource(destination, swap(destination.config.volumes), true);
+        if (!consistent)
+        {
+            conductor.error("group " + name + ": failover to INCONSISTENT volumes (--allow-inconsistent); check " +
+                "the data before use");
+        }
         conductor.log("group " + name + ": FAILOVER, this host is now the source (LSN " + lsn + "); " +
             destination.config.peer + " must rejoin as a destination ('blockmover group delete " + name + "' there)");
         client.reply(id, status(name));
@@ -637,6 +653,8 @@ final class Groups implements AutoCloseable
         config.rpoTargetMs = old.rpoTargetMs;
         config.verifyIntervalMs = old.verifyIntervalMs; // kept for when the role comes back
         store.save(config);
+        // The partner holds every write this source made: the volumes are the consistent image it starts from.
+        new DurableConsistency(store.dir(config.name)).markClean(0);
         final DestinationGroupHandle handle = new DestinationGroupHandle(conductor, store, config);
         destinations.put(config.name, handle);
         try

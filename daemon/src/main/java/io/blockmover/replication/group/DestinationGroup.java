@@ -1,6 +1,7 @@
 package io.blockmover.replication.group;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
@@ -64,6 +65,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     // (receiver thread; -1 = not known since start), and the last resync record applied (applier thread).
     private volatile long cleanLsn = -1;
     private volatile long lastResyncLsn = -1;
+    private final DurableConsistency durable;
 
     /**
      * @param config          the group.
@@ -72,10 +74,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
      * @param clock           clock.
      * @param forceBytes      force the volumes after this many applied bytes...
      * @param forceIntervalNs ...or this long after the first unforced write.
+     * @param durable         the group's durable consistency state.
      */
     public DestinationGroup(final GroupConfig config, final Volume[] volumes, final RecordLog log,
-        final NanoClock clock, final long forceBytes, final long forceIntervalNs)
+        final NanoClock clock, final long forceBytes, final long forceIntervalNs, final DurableConsistency durable)
     {
+        this.durable = durable;
         this.config = config;
         this.volumes = volumes;
         this.log = log;
@@ -191,12 +195,17 @@ public final class DestinationGroup implements Agent, AutoCloseable
     }
 
     /**
-     * @return whether the volumes are known to hold a crash-consistent prefix of the source's writes now: the
-     * source confirmed it had nothing to resync at an LSN already applied, and no resync record came after it.
+     * @return whether the volumes are known to hold a crash-consistent prefix of the source's writes now: at a
+     * point the source confirmed as having nothing left to resync, already applied, no resync record came after
+     * it. The point is the one the source confirmed since this daemon started, or the one kept durably.
      */
     public boolean isConsistent()
     {
-        final long clean = cleanLsn;
+        return isCleanAfter(cleanLsn) || isCleanAfter(durable.cleanThroughLsn());
+    }
+
+    private boolean isCleanAfter(final long clean)
+    {
         return clean >= 0 && lastResyncLsn <= clean && appliedLsn >= clean;
     }
 
@@ -206,6 +215,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public long cleanLsn()
     {
         return cleanLsn;
+    }
+
+    /**
+     * @return the LSN through which the volumes are kept durably consistent, or
+     * {@link DurableConsistency#INCONSISTENT}.
+     */
+    public long durableCleanLsn()
+    {
+        return durable.cleanThroughLsn();
     }
 
     @Override
@@ -289,8 +307,20 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 forceAndRelease();
                 work++;
             }
+            final long clean = cleanLsn;
+            if (durable.cleanThroughLsn() == DurableConsistency.INCONSISTENT && isCleanAfter(clean))
+            {
+                // The source confirmed an applied point clean: force now rather than at the next interval, so that a
+                // failover from here on is safe as soon as possible. Once per finished (re)sync.
+                if (unforcedBytes > 0)
+                {
+                    forceAndRelease();
+                }
+                durable.markClean(clean);
+                work++;
+            }
         }
-        catch (final IOException ex)
+        catch (final IOException | UncheckedIOException ex)
         {
             failure = "cannot apply LSN " + cursor.lsn() + " to " + config.volumes.get(cursor.volume()).target +
                 ": " + ex.getMessage();
@@ -332,6 +362,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
         if (hook != null)
         {
             hook.beforeApply(vol, cursor.offset(), cursor.length());
+        }
+        if ((cursor.flags() & SourceGroup.RECORD_RESYNC) != 0 && cursor.lsn() > durable.cleanThroughLsn())
+        {
+            // Durable before the write that mixes old and new data: a crash after it must not look consistent. A
+            // resync record at or below the clean point is a replay after a crash, part of that clean state.
+            durable.markInconsistent();
         }
         volumes[vol].write(cursor.offset(), buffer, cursor.length());
         applyNs.recordValue(Math.min(clock.nanoTime() - startNs, HIGHEST_LATENCY_NS));

@@ -42,13 +42,34 @@ class DestinationGroupTest
     @BeforeEach
     void open() throws IOException
     {
-        final Path file = Files.write(dir.resolve("volume"), new byte[SIZE]);
-        final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_DESTINATION, "site-a", GroupMode.SYNC, false,
-            List.of(new GroupConfig.VolumePair("/src", file.toString(), SIZE)), 4L << 20, REGION, 0);
+        Files.write(dir.resolve("volume"), new byte[SIZE]);
         log = RecordLog.open(dir.resolve("log"), 4L << 20, REGION);
         log.reset(1);
-        group = new DestinationGroup(config, new Volume[] {Volume.open(file, true)}, log, new SystemNanoClock(),
-            1L << 20, 1_000_000L);
+        group = openGroup();
+    }
+
+    private DestinationGroup openGroup() throws IOException
+    {
+        final Path file = dir.resolve("volume");
+        final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_DESTINATION, "site-a", GroupMode.SYNC, false,
+            List.of(new GroupConfig.VolumePair("/src", file.toString(), SIZE)), 4L << 20, REGION, 0);
+        return new DestinationGroup(config, new Volume[] {Volume.open(file, true)}, log, new SystemNanoClock(),
+            1L << 20, 1_000_000L, new DurableConsistency(dir));
+    }
+
+    /** The daemon restarts: same log and volume, the in-memory word of the source gone. */
+    private void reopen() throws IOException
+    {
+        reopen(() -> { });
+    }
+
+    private void reopen(final Runnable whileDown) throws IOException
+    {
+        group.close();
+        whileDown.run();
+        log = RecordLog.open(dir.resolve("log"), 4L << 20, REGION);
+        lsn = log.tailLsn();
+        group = openGroup();
     }
 
     @AfterEach
@@ -67,27 +88,85 @@ class DestinationGroupTest
         assertNull(group.failure());
     }
 
-    @Test
-    void shouldBeConsistentOnlyWhenTheSourceConfirmedAndNoResyncCameAfter()
+    /** Runs the applier until its volume is forced (force interval 1 ms) and the marker has had its chance. */
+    private void settle() throws InterruptedException
     {
+        group.doWork();
+        Thread.sleep(5);
+        group.doWork();
+        group.doWork();
+    }
+
+    /** What a restarted daemon would read. */
+    private long durableClean()
+    {
+        return new DurableConsistency(dir).cleanThroughLsn();
+    }
+
+    @Test
+    void shouldBeConsistentOnlyWhenTheSourceConfirmedAndNoResyncCameAfter() throws Exception
+    {
+        assertEquals(DurableConsistency.INCONSISTENT, durableClean(), "a group created here holds nothing yet");
         apply(0, 0);
-        assertFalse(group.isConsistent(), "nothing confirmed since start");
+        assertFalse(group.isConsistent(), "the initial sync is not confirmed finished");
         group.sourceState(1, true);
         assertTrue(group.isConsistent());
+        settle();
+        assertEquals(1, durableClean(), "forced through the confirmed point: kept");
+
+        group.sourceState(1, false);
+        assertTrue(group.isConsistent(), "dirty regions on the source leave this prefix consistent until resent");
 
         apply(REGION, SourceGroup.RECORD_RESYNC);
+        assertEquals(DurableConsistency.INCONSISTENT, durableClean(), "kept before the resync write");
         assertFalse(group.isConsistent(), "a resync record after the confirmation: regions are mixed");
-        group.sourceState(2, true);
-        assertTrue(group.isConsistent(), "the resync finished at LSN 2");
-
-        group.sourceState(3, false);
-        assertFalse(group.isConsistent(), "the source has regions to resync (a record came flagged unclean)");
         group.sourceState(5, true);
         apply(0, 0);
         apply(0, 0);
         assertFalse(group.isConsistent(), "confirmed at LSN 5 but applied only " + group.appliedLsn());
+        settle();
+        assertEquals(DurableConsistency.INCONSISTENT, durableClean(), "not before the confirmed point is applied");
         apply(0, 0);
         assertTrue(group.isConsistent());
+        settle();
+        assertEquals(5, durableClean());
+    }
+
+    @Test
+    void shouldKeepTheAnswerAcrossARestartWithoutTheSource() throws Exception
+    {
+        apply(0, 0);
+        apply(REGION, SourceGroup.RECORD_RESYNC);
+        reopen();
+        assertFalse(group.isConsistent(), "mid initial sync, restarted: the source's word is gone");
+
+        group.sourceState(lsn, true);
+        settle();
+        reopen();
+        assertTrue(group.isConsistent(), "finished and forced before the restart: a failover may use the volumes");
+        assertEquals(2, durableClean());
+
+        apply(2 * REGION, SourceGroup.RECORD_RESYNC);
+        reopen();
+        assertFalse(group.isConsistent(), "a resync after the clean point, then a crash");
+    }
+
+    @Test
+    void shouldTreatReplayedResyncRecordsUpToTheCleanPointAsPartOfIt() throws Exception
+    {
+        // A power loss can lose the log's released head but not the forced consistency file: the replay then
+        // applies resync records again that the clean point already covers.
+        apply(0, 0);
+        apply(REGION, SourceGroup.RECORD_RESYNC);
+        apply(0, 0);
+        reopen(() -> new DurableConsistency(dir).markClean(2));
+        assertFalse(group.isConsistent(), "replay not yet past the clean point");
+        while (group.appliedLsn() < lsn)
+        {
+            group.doWork();
+        }
+        assertTrue(group.isConsistent());
+        assertEquals(2, durableClean());
     }
 
     @Test
