@@ -347,6 +347,24 @@ public final class Volume implements AutoCloseable
     }
 
     /**
+     * Writes like {@link #write(long, ByteBuffer, int)} but through the page cache: returns once the bytes are
+     * copied, and the kernel writes them back many at a time (or {@link #force()} does). For a writer that issues
+     * one write at a time and forces in batches anyway, the destination's applier: a synchronous O_DIRECT write
+     * each kept the device at queue depth 1, and the applier could not keep up with a source at queue depth 16.
+     * O_DIRECT reads of the same range stay coherent: the kernel writes dirty pages back before a direct read.
+     *
+     * @param position byte offset in the volume.
+     * @param src      buffer holding the bytes from position 0.
+     * @param length   bytes to write.
+     * @throws IOException on an I/O error.
+     */
+    public void writeBuffered(final long position, final ByteBuffer src, final int length) throws IOException
+    {
+        src.limit(length).position(0);
+        transfer(buffered, src, position, true);
+    }
+
+    /**
      * Reads {@code dst.remaining()} bytes at {@code position} into {@code dst} from its current position: for a
      * reader that fills one buffer from several sources without slicing it. Buffer address at its position,
      * {@code position} and the length must all be multiples of {@link Slab#ALIGNMENT}. Allocates nothing.

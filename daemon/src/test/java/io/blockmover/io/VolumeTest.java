@@ -106,6 +106,26 @@ class VolumeTest
     }
 
     @Test
+    void shouldShowBufferedWritesToDirectReadsBeforeAnyForce() throws IOException
+    {
+        // The destination's applier writes through the page cache; verify and test-failover views read O_DIRECT.
+        final Path path = file("applied.img", random(8 * BLOCK, 3));
+        final byte[] data = random(3 * BLOCK, 4);
+        try (Volume volume = Volume.open(path, true))
+        {
+            final ByteBuffer src = aligned(3 * BLOCK);
+            src.put(data).clear();
+            volume.writeBuffered(BLOCK, src, 3 * BLOCK);
+
+            final ByteBuffer dst = aligned(4 * BLOCK);
+            volume.read(0, dst, 4 * BLOCK);
+            assertArrayEquals(data, Arrays.copyOfRange(bytesOf(dst), BLOCK, 4 * BLOCK));
+            volume.force();
+        }
+        assertArrayEquals(data, Arrays.copyOfRange(Files.readAllBytes(path), BLOCK, 4 * BLOCK));
+    }
+
+    @Test
     void shouldReadChunkEndingInSubBlockTail() throws IOException
     {
         final byte[] content = random(ODD_SIZE, 3);

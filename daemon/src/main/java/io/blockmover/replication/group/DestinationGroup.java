@@ -369,7 +369,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // resync record at or below the clean point is a replay after a crash, part of that clean state.
             durable.markInconsistent();
         }
-        volumes[vol].write(cursor.offset(), buffer, cursor.length());
+        volumes[vol].writeBuffered(cursor.offset(), buffer, cursor.length());
         applyNs.recordValue(Math.min(clock.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         if (unforcedBytes == 0)
         {
