@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.io.DurableFiles;
 
 /**
  * The persistent bitmap of regions the destination may not have yet: one bit per region, memory-mapped so that
@@ -91,6 +92,7 @@ public final class DirtyBitmap implements AutoCloseable
                 IoUtil.unmap(mapped);
             }
             Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            DurableFiles.forceDirectory(path.toAbsolutePath().getParent());
         }
         catch (final IOException ex)
         {

@@ -2,13 +2,11 @@ package io.blockmover.replication.group;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
+
+import io.blockmover.io.DurableFiles;
 
 /**
  * The destination's durable answer to "may these volumes be used without the source?", DRBD's Inconsistent and
@@ -94,24 +92,9 @@ public final class DurableConsistency
 
     private void write(final String text)
     {
-        final Path tmp = file.resolveSibling(FILE_NAME + ".tmp");
         try
         {
-            try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING))
-            {
-                final ByteBuffer bytes = ByteBuffer.wrap((text + "\n").getBytes(StandardCharsets.US_ASCII));
-                while (bytes.hasRemaining())
-                {
-                    channel.write(bytes);
-                }
-                channel.force(true);
-            }
-            Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            try (FileChannel dir = FileChannel.open(file.getParent(), StandardOpenOption.READ))
-            {
-                dir.force(true);
-            }
+            DurableFiles.replace(file, (text + "\n").getBytes(StandardCharsets.US_ASCII));
         }
         catch (final IOException ex)
         {

@@ -21,6 +21,7 @@ import com.sun.nio.file.ExtendedOpenOption;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.io.DurableFiles;
 import io.blockmover.io.Libc;
 
 import static io.blockmover.replication.log.RecordLogDescriptor.CAPACITY_OFFSET;
@@ -1225,6 +1226,7 @@ public final class RecordLog implements AutoCloseable
                 channel.force(true);
             }
             Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            DurableFiles.forceDirectory(file.toAbsolutePath().getParent());
         }
         catch (final IOException ex)
         {
