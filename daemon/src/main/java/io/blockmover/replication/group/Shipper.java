@@ -343,7 +343,11 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     @Override
     public boolean hasWork()
     {
-        return (!throttled && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn;
+        // A frame the socket has not taken yet blocks everything behind it: the wait for the socket to become
+        // writable is the work then. Saying yes here spun the shipper on failing writev and read calls while a
+        // large write's records filled the socket (3 ms of CPU per MiB shipped).
+        return !connection.isSendPending() &&
+            ((!throttled && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn);
     }
 
     /**

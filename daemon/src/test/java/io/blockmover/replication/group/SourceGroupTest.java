@@ -203,6 +203,48 @@ class SourceGroupTest
         shipper.onClose();
     }
 
+    /**
+     * With a frame stuck in a full socket, records published behind it are no reason to stay awake: the shipper
+     * must wait for the socket to become writable, not spin on writes that cannot progress.
+     */
+    @Test
+    void shouldLetTheShipperSleepWhileTheSocketHoldsUpAFrame() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final boolean[] socketFull = {false};
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
+            {
+                return !socketFull[0];
+            }
+
+            @Override
+            public boolean flush()
+            {
+                return !socketFull[0];
+            }
+
+            @Override
+            public boolean isSendPending()
+            {
+                return socketFull[0];
+            }
+        };
+        final Shipper shipper = new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE);
+        shipper.onStart();
+        group.export(0).write(0, pattern(1, 4096), 4096, false);
+        assertTrue(shipper.hasWork(), "a record to send");
+        socketFull[0] = true;
+        shipper.doWork();
+        group.export(0).write(4096, pattern(2, 4096), 4096, false);
+        assertFalse(shipper.hasWork(), "the socket holds up the send: wait for it, do not spin");
+        socketFull[0] = false;
+        assertTrue(shipper.hasWork(), "writable again, with records to send");
+        shipper.onClose();
+    }
+
     @Test
     void shouldReplayALoggedWriteWhoseVolumeWriteMayNotHaveHappened() throws IOException
     {
