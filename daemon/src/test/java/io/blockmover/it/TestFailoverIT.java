@@ -294,7 +294,8 @@ class TestFailoverIT
         {
             GroupChecks.create(testbed, name, "--volume", source + "=" + destination, "--mode", "sync",
                 "--log-size", "32m");
-            Thread.sleep(1000);
+            Testbed.await("the initial sync of " + name + " to reach site-b", 30,
+                () -> number(testbed.group("site-b", name), "records_applied") > 0);
             testbed.kill("site-a");
             // The destination restarts too: nothing in memory remembers that the sync was unfinished.
             testbed.kill("site-b");

@@ -65,6 +65,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     // (receiver thread; -1 = not known since start), and the last resync record applied (applier thread).
     private volatile long cleanLsn = -1;
     private volatile long lastResyncLsn = -1;
+    /** The same answer kept across restarts, for a failover without the source. */
     private final DurableConsistency durable;
 
     /**
@@ -79,7 +80,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public DestinationGroup(final GroupConfig config, final Volume[] volumes, final RecordLog log,
         final NanoClock clock, final long forceBytes, final long forceIntervalNs, final DurableConsistency durable)
     {
-        this.durable = durable;
         this.config = config;
         this.volumes = volumes;
         this.log = log;
@@ -93,6 +93,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.unforced = new boolean[volumes.length];
         this.appliedLsn = log.headLsn() - 1;
         this.verifier = new DestinationVerifier(config.regionLength);
+        this.durable = durable;
     }
 
     /**
@@ -363,7 +364,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             hook.beforeApply(vol, cursor.offset(), cursor.length());
         }
-        if ((cursor.flags() & SourceGroup.RECORD_RESYNC) != 0 && cursor.lsn() > durable.cleanThroughLsn())
+        final boolean resync = (cursor.flags() & SourceGroup.RECORD_RESYNC) != 0;
+        if (resync && cursor.lsn() > durable.cleanThroughLsn())
         {
             // Durable before the write that mixes old and new data: a crash after it must not look consistent. A
             // resync record at or below the clean point is a replay after a crash, part of that clean state.
@@ -379,7 +381,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         unforcedBytes += cursor.length();
         appliedPosition = cursor.position();
         appliedLsn = cursor.lsn();
-        if ((cursor.flags() & SourceGroup.RECORD_RESYNC) != 0)
+        if (resync)
         {
             lastResyncLsn = appliedLsn;
         }

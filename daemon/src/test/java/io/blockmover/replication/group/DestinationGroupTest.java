@@ -7,7 +7,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.agrona.concurrent.SystemNanoClock;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -38,6 +37,8 @@ class DestinationGroupTest
     private DestinationGroup group;
     private final ByteBuffer payload = ByteBuffer.allocate(4096);
     private long lsn;
+    /** The applier's clock: the test moves it past the 1 ms force interval instead of sleeping. */
+    private final long[] nowNs = {0};
 
     @BeforeEach
     void open() throws IOException
@@ -53,7 +54,7 @@ class DestinationGroupTest
         final Path file = dir.resolve("volume");
         final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_DESTINATION, "site-a", GroupMode.SYNC, false,
             List.of(new GroupConfig.VolumePair("/src", file.toString(), SIZE)), 4L << 20, REGION, 0);
-        return new DestinationGroup(config, new Volume[] {Volume.open(file, true)}, log, new SystemNanoClock(),
+        return new DestinationGroup(config, new Volume[] {Volume.open(file, true)}, log, () -> nowNs[0],
             1L << 20, 1_000_000L, new DurableConsistency(dir));
     }
 
@@ -88,11 +89,11 @@ class DestinationGroupTest
         assertNull(group.failure());
     }
 
-    /** Runs the applier until its volume is forced (force interval 1 ms) and the marker has had its chance. */
-    private void settle() throws InterruptedException
+    /** Runs the applier past its force interval (1 ms), so the volume is forced and the state written. */
+    private void settle()
     {
         group.doWork();
-        Thread.sleep(5);
+        nowNs[0] += 2_000_000;
         group.doWork();
         group.doWork();
     }
