@@ -97,6 +97,59 @@ class TcpFrameConnectionTest
         }
     }
 
+    @Test
+    void shouldTakeInABurstOfSmallFramesWithOneRead() throws Exception
+    {
+        try (ServerSocketChannel server = ServerSocketChannel.open())
+        {
+            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            final SocketChannel client = SocketChannel.open(server.getLocalAddress());
+            final TcpFrameConnection receiver = new TcpFrameConnection(server.accept());
+            final int frames = 8;
+            final int length = 4096;
+            final int frameBytes = io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH + length;
+            final ByteBuffer burst = ByteBuffer.allocateDirect(frames * frameBytes);
+            final FrameHeader header = new FrameHeader();
+            for (int frame = 0; frame < frames; frame++)
+            {
+                header.reset(FrameType.RECORD).sequence(frame).payloadLength(length).seal();
+                burst.put(header.byteBuffer().clear().limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+                for (int i = 0; i < length; i++)
+                {
+                    burst.put(pattern(frame, i));
+                }
+            }
+            burst.flip();
+            while (burst.hasRemaining())
+            {
+                client.write(burst);
+            }
+            client.shutdownOutput();
+
+            final ByteBuffer payload = ByteBuffer.allocateDirect(length);
+            for (int frame = 0; frame < frames; frame++)
+            {
+                while (!receiver.receiveHeader(header))
+                {
+                    receiver.awaitIo(10);
+                }
+                assertEquals(frame, header.sequence());
+                payload.clear().limit(header.payloadLength());
+                while (!receiver.receivePayload(payload))
+                {
+                    receiver.awaitIo(10);
+                }
+                assertEquals(pattern(frame, length - 1), payload.get(length - 1));
+            }
+            // The whole burst was in the socket before the first read: one read (two if the kernel split it),
+            // where reading header and payload separately took sixteen.
+            assertTrue(receiver.socketReads() <= 2, "reads: " + receiver.socketReads());
+            assertEquals((long)frames * frameBytes, receiver.bytesReceived());
+            receiver.close();
+            client.close();
+        }
+    }
+
     /**
      * Sends the frames: most rounds as fast as the socket takes them, every fourth one byte at a time, so that
      * headers and payloads are split at every possible place.
