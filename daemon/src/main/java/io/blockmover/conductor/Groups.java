@@ -766,6 +766,10 @@ final class Groups implements AutoCloseable
             {
                 handle.open();
             }
+            if (adoptSettings(handle.config, open))
+            {
+                store.save(handle.config);
+            }
         }
         else
         {
@@ -786,6 +790,7 @@ final class Groups implements AutoCloseable
             final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_DESTINATION, peer,
                 GroupMode.parse(String.valueOf(open.get("mode"))), false, pairs,
                 ((Number)open.get("log_size")).longValue(), regionLength, System.currentTimeMillis());
+            adoptSettings(config, open);
             store.delete(name);
             handle = new DestinationGroupHandle(conductor, store, config);
             try
@@ -816,6 +821,22 @@ final class Groups implements AutoCloseable
         final FrameConnection connection = channel.connection();
         handle.startSession(connection, sessionId);
         return opened;
+    }
+
+    /**
+     * Takes the source's group settings from its OPEN (a source older than this one sends none: keep what is here).
+     *
+     * @return whether a setting changed.
+     */
+    private static boolean adoptSettings(final GroupConfig config, final Map<String, Object> open)
+    {
+        final long rpoTargetMs = open.get("rpo_target_ms") instanceof Number n ? n.longValue() : config.rpoTargetMs;
+        final long verifyIntervalMs =
+            open.get("verify_interval_ms") instanceof Number n ? n.longValue() : config.verifyIntervalMs;
+        final boolean changed = rpoTargetMs != config.rpoTargetMs || verifyIntervalMs != config.verifyIntervalMs;
+        config.rpoTargetMs = rpoTargetMs;
+        config.verifyIntervalMs = verifyIntervalMs;
+        return changed;
     }
 
     /**
@@ -877,6 +898,7 @@ final class Groups implements AutoCloseable
             pairs.add(new GroupConfig.VolumePair((String)v.get("target"), (String)v.get("source"),
                 ((Number)v.get("size")).longValue()));
         }
+        adoptSettings(destination.config, open);
         becomeSource(destination, pairs, false);
         conductor.log("group " + name + " switched: this host is now its source (LSN " + last + ")");
         final Map<String, Object> opened = new LinkedHashMap<>();

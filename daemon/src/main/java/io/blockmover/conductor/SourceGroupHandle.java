@@ -247,6 +247,16 @@ final class SourceGroupHandle
         return 0;
     }
 
+    /**
+     * The group's settings travel with every OPEN, so that the destination holds them when it becomes the source
+     * (a switch or a failover): the RPO target and the verify schedule belong to the group, not to one host.
+     */
+    private void putSettings(final Map<String, Object> open)
+    {
+        open.put("rpo_target_ms", config.rpoTargetMs);
+        open.put("verify_interval_ms", config.verifyIntervalMs);
+    }
+
     private void startConnect(final long nowNs)
     {
         attempts++;
@@ -261,6 +271,7 @@ final class SourceGroupHandle
         open.put("volumes", vols);
         open.put("log_size", config.logSize);
         open.put("region_length", config.regionLength);
+        putSettings(open);
         try
         {
             dialer.start(open, nowNs);
@@ -487,6 +498,7 @@ final class SourceGroupHandle
                 vols.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
             }
             open.put("volumes", vols);
+            putSettings(open);
             try
             {
                 switchDialer.start(open, nowNs);
