@@ -38,6 +38,9 @@ final class DestinationGroupHandle
     private AgentRunner receiverRunner;
     private String transport;
     private String failure;
+    // The applier's failure last reported in the log, and the LSN applied then: progress past it means recovered.
+    private String reportedApplyFailure;
+    private long appliedAtApplyFailure;
     private String lastError;
     private long sessions;
     private long linkedSinceMs;
@@ -171,15 +174,43 @@ final class DestinationGroupHandle
             testMount = null;
             return 1;
         }
+        final int reported = reportApplyFailure();
         if (receiver == null || receiver.status().isRunning())
         {
-            return 0;
+            return reported;
         }
         lastError = receiver.status().message();
         unlinkedSinceMs = System.currentTimeMillis();
         conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
         closeSession();
         return 1;
+    }
+
+    private int reportApplyFailure()
+    {
+        if (group == null)
+        {
+            return 0;
+        }
+        final String applyFailure = group.failure();
+        if (applyFailure != null && !applyFailure.equals(reportedApplyFailure))
+        {
+            if (reportedApplyFailure == null)
+            {
+                appliedAtApplyFailure = group.appliedLsn();
+            }
+            reportedApplyFailure = applyFailure;
+            conductor.error("group " + config.name + ": " + applyFailure);
+            return 1;
+        }
+        if (applyFailure == null && reportedApplyFailure != null && group.appliedLsn() > appliedAtApplyFailure)
+        {
+            reportedApplyFailure = null;
+            conductor.log("group " + config.name + ": applying again (LSN " + group.appliedLsn() + " applied, " +
+                group.applyFailures() + " failed attempts so far)");
+            return 1;
+        }
+        return 0;
     }
 
     private void closeSession()
@@ -318,6 +349,7 @@ final class DestinationGroupHandle
             log.put("used", group.log().usedBytes());
             s.put("log", log);
             s.put("records_applied", group.recordsApplied());
+            s.put("apply_failures", group.applyFailures());
             s.put("consistent", group.isConsistent());
             // Survives restarts and needs no source: what a failover ('switch --force') checks.
             s.put("consistent_through_lsn", group.durableCleanLsn());

@@ -32,6 +32,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
     /** The receiver wakes the applier once this much is waiting; less waits at most {@link #APPLY_DELAY_NS}. */
     private static final long APPLY_BATCH_BYTES = 256 * 1024;
     private static final long APPLY_DELAY_NS = TimeUnit.MILLISECONDS.toNanos(2);
+    /** After a failed apply or force, the applier tries again after this long, doubling up to the maximum. */
+    static final long FIRST_RETRY_NS = TimeUnit.SECONDS.toNanos(2);
+    static final long MAX_RETRY_NS = TimeUnit.SECONDS.toNanos(60);
     private final GroupConfig config;
     private final Volume[] volumes;
     private final RecordLog log;
@@ -52,6 +55,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long appliedLsn;
     private volatile long recordsApplied;
     private volatile String failure;
+    private volatile long applyFailures;
+    private long retryAtNs;
+    private long retryDelayNs = FIRST_RETRY_NS;
+    // VERIFY records through this LSN were checked and answered before a failure; a retry applies them again
+    // from the log but must not answer twice.
+    private long verifiedThroughLsn = -1;
     /** Time to write one record to its volume (apply stage). */
     final ConcurrentHistogram applyNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     /** Time to force the log, which makes received records durable (the destination's side of remote flush). */
@@ -143,6 +152,14 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public String failure()
     {
         return failure;
+    }
+
+    /**
+     * @return failed applies or forces so far (each is retried; the records stay in the log).
+     */
+    public long applyFailures()
+    {
+        return applyFailures;
     }
 
     /**
@@ -255,7 +272,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
 
     private boolean hasWork()
     {
-        // A failed applier has nothing it can do until the group is reopened: it must sleep, not spin.
+        // A failed applier waits for its retry: it must sleep, not spin.
         return failure == null &&
             (log.tailPosition() - cursor.nextPosition() >= APPLY_BATCH_BYTES || requestedHook != hook);
     }
@@ -264,7 +281,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     {
         if (failure != null)
         {
-            return IDLE_NAP_NS;
+            return Math.max(0, Math.min(IDLE_NAP_NS, retryAtNs - clock.nanoTime()));
         }
         // Records waiting below a batch are applied after a short nap rather than one wake-up each: nothing waits
         // for the apply (the log holds them durably), and on a small host every wake-up takes CPU from the threads
@@ -289,7 +306,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         if (failure != null)
         {
-            return 0;
+            if (clock.nanoTime() - retryAtNs < 0)
+            {
+                return 0;
+            }
+            restartFromHead();
         }
         int work = 0;
         try
@@ -323,10 +344,47 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         catch (final IOException | UncheckedIOException ex)
         {
+            // The records stay in the log (nothing is released before its volume is forced), so a volume that ran
+            // out of space, or went away for a moment, is tried again later from the log's head.
+            applyFailures++;
             failure = "cannot apply LSN " + cursor.lsn() + " to " + config.volumes.get(cursor.volume()).target +
-                ": " + ex.getMessage();
+                ": " + ex.getMessage() + hint(ex) + "; the records stay in the log, tried again in " +
+                TimeUnit.NANOSECONDS.toSeconds(retryDelayNs) + " s";
+            retryAtNs = clock.nanoTime() + retryDelayNs;
+            retryDelayNs = Math.min(MAX_RETRY_NS, retryDelayNs * 2);
+        }
+        if (failure == null && unforcedBytes == 0 && retryDelayNs != FIRST_RETRY_NS)
+        {
+            retryDelayNs = FIRST_RETRY_NS; // A force succeeded since the last failure.
         }
         return work;
+    }
+
+    private static String hint(final Exception ex)
+    {
+        final String message = String.valueOf(ex.getMessage());
+        if (message.contains("No space left") || message.contains("Disk quota exceeded"))
+        {
+            return " (free space on the file system or thin pool that holds it)";
+        }
+        return "";
+    }
+
+    /**
+     * Before a retry: applies again every record not yet released, not only the one that failed. A force that
+     * failed may have lost earlier writes from the page cache (Linux marks pages whose write-back failed clean),
+     * and a second force would report success; writing them again is the only safe way on.
+     */
+    private void restartFromHead()
+    {
+        verifiedThroughLsn = Math.max(verifiedThroughLsn, appliedLsn);
+        cursor.position(log.headPosition());
+        applyingFrom = log.headPosition();
+        appliedLsn = log.headLsn() - 1;
+        appliedPosition = -1;
+        unforcedBytes = 0;
+        java.util.Arrays.fill(unforced, false);
+        failure = null;
     }
 
     private void apply() throws IOException
@@ -343,7 +401,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
         if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
         {
             // Digests, not data: this side's copy is compared at exactly this point of the write history.
-            verifier.check(cursor.lsn(), cursor.volume(), cursor.offset(), payload, volumes[cursor.volume()], buffer);
+            if (cursor.lsn() > verifiedThroughLsn)
+            {
+                verifier.check(cursor.lsn(), cursor.volume(), cursor.offset(), payload, volumes[cursor.volume()],
+                    buffer);
+            }
             // Counted towards the next release, though no volume needs forcing for it: a log that holds only
             // VERIFY records must still be given back.
             if (unforcedBytes == 0)

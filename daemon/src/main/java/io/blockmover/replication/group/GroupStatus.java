@@ -54,6 +54,7 @@ public final class GroupStatus
         status.put("bytes_written", group.bytesWritten.get());
         status.put("flushes", group.flushes.get());
         status.put("writes_tracked_by_bitmap", group.untrackedByLog.get());
+        status.put("writes_failed_locally", group.failedWrites.get());
         status.put("regions_resent", group.regionsResent.get());
         final Map<String, Object> latency = new LinkedHashMap<>();
         latency.put("local_write", latency(group.localWriteNs));

@@ -93,6 +93,8 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong writes = new AtomicLong();
     final AtomicLong bytesWritten = new AtomicLong();
     final AtomicLong untrackedByLog = new AtomicLong();
+    /** Writes whose local volume write failed after their record was logged; their regions are resynced. */
+    final AtomicLong failedWrites = new AtomicLong();
     final AtomicLong flushes = new AtomicLong();
     final AtomicLong regionsResent = new AtomicLong();
     final ConcurrentHistogram localWriteNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
@@ -303,6 +305,17 @@ public final class SourceGroup implements AutoCloseable
                 log.markFlag(position, RECORD_WRITTEN);
             }
         }
+        catch (final IOException | RuntimeException ex)
+        {
+            if (position >= 0)
+            {
+                // The client is told the write failed, yet its record is in the log and may reach the partner
+                // already: resync the regions from what this volume holds, or the two would differ in silence
+                // (a thin volume that ran out of space fails exactly like this).
+                resyncAfterFailedWrite(vol, firstRegion, lastRegion);
+            }
+            throw ex;
+        }
         finally
         {
             for (int r = firstRegion; r <= lastRegion; r++)
@@ -331,6 +344,20 @@ public final class SourceGroup implements AutoCloseable
             awaitPartner(lsn, false);
             partnerAckNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         }
+    }
+
+    private void resyncAfterFailedWrite(final int vol, final int firstRegion, final int lastRegion)
+    {
+        synchronized (appendLock)
+        {
+            final ConcurrentBitSet bits = bitmaps[vol].bits();
+            for (int r = firstRegion; r <= lastRegion; r++)
+            {
+                bits.set(r);
+            }
+            bitmapsTouched = true;
+        }
+        failedWrites.incrementAndGet();
     }
 
     private void flush(final int vol) throws IOException

@@ -1,0 +1,145 @@
+package io.blockmover.it;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import static io.blockmover.it.GroupChecks.awaitReplicated;
+import static io.blockmover.it.GroupChecks.number;
+import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Full disks, for real: volumes are sparse files on small tmpfs mounts, so a write past the space the mount has
+ * fails with ENOSPC in the kernel, as on a thin pool or a full file system.
+ * <ul>
+ * <li>The destination runs out while applying: it says so (status, log), keeps every record in its log, retries,
+ * and once space is added ends equal to the source.</li>
+ * <li>The source runs out under a client's write: the client gets ENOSPC (qemu pauses its guest on that, where EIO
+ * would fail its disk), and the record already logged for the failed write does not leave the partner different:
+ * its regions are resent from what the source holds.</li>
+ * </ul>
+ */
+@Timeout(300)
+class FullDiskIT
+{
+    private static final long SIZE = 24L * MIB;
+    private static Path mounts;
+    private static Path smallSource;
+    private static Path smallDestination;
+    private static Testbed testbed;
+
+    @BeforeAll
+    static void up() throws IOException
+    {
+        // Mounted before the daemons start: they run in network namespaces made by 'ip netns exec', whose mount
+        // namespaces do not see mounts made after them (a remount that resizes one is seen: same file system).
+        mounts = Path.of(System.getProperty("blockmover.it.dir", System.getProperty("java.io.tmpdir")),
+            "bm-it-full-mounts");
+        smallSource = mount(mounts.resolve("source"), "4m");
+        smallDestination = mount(mounts.resolve("destination"), "6m");
+        testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms");
+    }
+
+    @AfterAll
+    static void down()
+    {
+        if (testbed != null)
+        {
+            testbed.close();
+        }
+        for (final String name : new String[] {"source", "destination"})
+        {
+            Run.of(30, List.of("umount", mounts.resolve(name).toString()));
+        }
+    }
+
+    private static Path mount(final Path dir, final String size) throws IOException
+    {
+        Run.of(30, List.of("umount", dir.toString()));
+        Files.createDirectories(dir);
+        Run.of(30, List.of("mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir.toString())).expect(0);
+        return dir;
+    }
+
+    private static void resize(final Path dir, final String size)
+    {
+        Run.of(30, List.of("mount", "-o", "remount,size=" + size, dir.toString())).expect(0);
+    }
+
+    private static Path sparse(final Path file, final long size) throws IOException
+    {
+        Files.deleteIfExists(file);
+        try (java.io.RandomAccessFile raf = new java.io.RandomAccessFile(file.toFile(), "rw"))
+        {
+            raf.setLength(size);
+        }
+        return file;
+    }
+
+    @Test
+    void shouldKeepRetryingADestinationThatRanOutOfSpaceAndEndEqual() throws Exception
+    {
+        final String name = "fulldst";
+        final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), SIZE, 91);
+        final Path destination = sparse(smallDestination.resolve(name + "-dst.img"), SIZE);
+        GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "64m",
+            "--volume", source + "=" + destination);
+
+        Testbed.await("the destination to report the full disk", 60, () ->
+        {
+            final Object error = testbed.group("site-b", name).get("error");
+            return error != null && error.toString().contains("No space left on device") &&
+                error.toString().contains("free space") && error.toString().contains("tried again");
+        });
+        Testbed.await("a retry", 30, () -> number(testbed.group("site-b", name), "apply_failures") >= 2);
+        assertTrue(testbed.log("site-b").contains("cannot apply LSN"), "the failure is in the log");
+        resize(smallDestination, "64m");
+        awaitReplicated(testbed, name, 120);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+        // The conductor notices the recovery on its next duty cycle, a moment after the applier.
+        Testbed.await("the recovery in the log", 10, () ->
+            testbed.log("site-b").contains("group " + name + ": applying again"));
+        assertTrue(!testbed.group("site-b", name).containsKey("error"), "the error is gone once applying again");
+        GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldAnswerEnospcAndResendWhatAFailedSourceWriteShipped() throws Exception
+    {
+        final String name = "fullsrc";
+        final Path source = sparse(smallSource.resolve(name + "-src.img"), 16L * MIB);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), 16L * MIB);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "64m",
+            "--volume", source + "=" + destination);
+        awaitReplicated(testbed, name, 60);
+
+        // 8 MiB of data into a 4 MiB file system: the first megabytes land, the rest fail with ENOSPC.
+        final Run write = Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0),
+            "-c", "write -P 0x5a 0 8M"));
+        assertTrue((write.stdout() + write.stderr()).contains("No space left on device"), write.toString());
+
+        awaitReplicated(testbed, name, 60);
+        final Map<String, Object> status = testbed.group("site-a", name);
+        assertTrue(number(status, "writes_failed_locally") >= 1, status.toString());
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, 16L * MIB);
+
+        // With room again, the same write succeeds and replicates.
+        resize(smallSource, "32m");
+        final Run again = Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0),
+            "-c", "write -P 0x5a 0 8M", "-c", "flush")).expect(0);
+        assertTrue(!(again.stdout() + again.stderr()).contains("failed"), again.toString());
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, 16L * MIB);
+        assertEquals((byte)0x5a, Files.readAllBytes(destination)[8 * (int)MIB - 1]);
+        GroupChecks.delete(testbed, name);
+    }
+}
