@@ -329,7 +329,8 @@ final class SourceGroupHandle
         }
         transport = connection.transportName();
         shipper = new Shipper(group, connection, sessionId, restart ? group.log().tailLsn() : held, restart,
-            conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs());
+            conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
+            conductor.ctx().ackTimeoutNs());
         if (config.mode == GroupMode.ASYNC)
         {
             shipper.rateLimit(conductor.peerRates().bucket(config.peer));

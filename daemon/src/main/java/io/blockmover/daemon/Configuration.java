@@ -24,6 +24,7 @@ public final class Configuration
     public static final String SLAB_SLOTS = "slab.slots";
     public static final String PEER_TIMEOUT = "peer.timeout";
     public static final String HEARTBEAT_INTERVAL = "heartbeat.interval";
+    public static final String ACK_TIMEOUT = "ack.timeout";
     public static final String CONNECT_TIMEOUT = "connect.timeout";
     public static final String RECONNECT_MAX_INTERVAL = "reconnect.max.interval";
     public static final String BITMAP_FORCE_INTERVAL = "bitmap.force.interval";
@@ -65,6 +66,8 @@ public final class Configuration
         define(SLAB_SLOTS, "128", "slots in the off-heap slab; each session leases session.slots of them");
         define(PEER_TIMEOUT, "10s", "a peer silent this long is considered gone");
         define(HEARTBEAT_INTERVAL, "1s", "an idle connection sends a heartbeat this often");
+        define(ACK_TIMEOUT, "30s", "a replication partner that acknowledges no record this long, though alive, is " +
+            "dropped: sync writes go on without it (degraded) instead of waiting");
         define(CONNECT_TIMEOUT, "5s", "time allowed to connect and authenticate to a peer");
         define(RECONNECT_MAX_INTERVAL, "10s", "longest wait between reconnection attempts of a job");
         define(BITMAP_FORCE_INTERVAL, "1s", "how often dirty bitmaps are forced to disk");

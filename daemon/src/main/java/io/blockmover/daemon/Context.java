@@ -24,6 +24,7 @@ import java.util.regex.Pattern;
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 
+import static io.blockmover.daemon.Configuration.ACK_TIMEOUT;
 import static io.blockmover.daemon.Configuration.BITMAP_FORCE_INTERVAL;
 import static io.blockmover.daemon.Configuration.CHUNK_LENGTH;
 import static io.blockmover.daemon.Configuration.CONNECT_TIMEOUT;
@@ -78,6 +79,7 @@ public final class Context
     private int sessionSlots;
     private int slabSlots;
     private long peerTimeoutNs;
+    private long ackTimeoutNs;
     private long heartbeatIntervalNs;
     private long connectTimeoutNs;
     private long reconnectMaxIntervalNs;
@@ -215,6 +217,11 @@ public final class Context
         if (heartbeatIntervalNs * 2 > peerTimeoutNs)
         {
             problems.add(HEARTBEAT_INTERVAL + " must be at most half of " + PEER_TIMEOUT);
+        }
+        ackTimeoutNs = duration(ACK_TIMEOUT, problems);
+        if (ackTimeoutNs < heartbeatIntervalNs)
+        {
+            problems.add(ACK_TIMEOUT + " must be at least " + HEARTBEAT_INTERVAL);
         }
         connectTimeoutNs = duration(CONNECT_TIMEOUT, problems);
         reconnectMaxIntervalNs = duration(RECONNECT_MAX_INTERVAL, problems);
@@ -610,6 +617,14 @@ public final class Context
     public long peerTimeoutNs()
     {
         return peerTimeoutNs;
+    }
+
+    /**
+     * @return how long a replication partner may leave every sent record unacknowledged before it is dropped.
+     */
+    public long ackTimeoutNs()
+    {
+        return ackTimeoutNs;
     }
 
     public long heartbeatIntervalNs()

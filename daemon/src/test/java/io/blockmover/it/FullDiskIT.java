@@ -35,6 +35,7 @@ class FullDiskIT
     private static Path mounts;
     private static Path smallSource;
     private static Path smallDestination;
+    private static Path smallDestination2;
     private static Testbed testbed;
 
     @BeforeAll
@@ -46,7 +47,9 @@ class FullDiskIT
             "bm-it-full-mounts");
         smallSource = mount(mounts.resolve("source"), "4m");
         smallDestination = mount(mounts.resolve("destination"), "6m");
-        testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms");
+        smallDestination2 = mount(mounts.resolve("destination2"), "6m");
+        testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms",
+            "--set", "reconnect.max.interval=1s");
     }
 
     @AfterAll
@@ -56,7 +59,7 @@ class FullDiskIT
         {
             testbed.close();
         }
-        for (final String name : new String[] {"source", "destination"})
+        for (final String name : new String[] {"source", "destination", "destination2"})
         {
             Run.of(30, List.of("umount", mounts.resolve(name).toString()));
         }
@@ -109,6 +112,39 @@ class FullDiskIT
         Testbed.await("the recovery in the log", 10, () ->
             testbed.log("site-b").contains("group " + name + ": applying again"));
         assertTrue(!testbed.group("site-b", name).containsKey("error"), "the error is gone once applying again");
+        GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * The destination runs out of space after the initial sync, under sync writes, and its log then fills: it
+     * can neither apply nor log. It must not hold the source's writes (they wait for ACKs that cannot come): it
+     * ends the session saying why, the source goes on without it, and everything converges once space is added.
+     */
+    @Test
+    void shouldNotHoldSyncWritesWhenTheDestinationCanNeitherApplyNorLog() throws Exception
+    {
+        final String name = "fulllog";
+        final long size = 48L * MIB;
+        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), size);
+        final Path destination = sparse(smallDestination2.resolve(name + "-dst.img"), size);
+        // Seeded: equal zeros are compared, not sent, so the destination file stays sparse until written.
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "16m",
+            "--seeded", "--volume", source + "=" + destination);
+        awaitReplicated(testbed, name, 60);
+
+        // 32 MiB of writes: about 6 fit on the destination's file system, 16 in its log, the rest nowhere.
+        final long startNs = System.nanoTime();
+        final Run write = Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0),
+            "-c", "write -P 0x6b 0 32M", "-c", "flush")).expect(0);
+        assertTrue(!(write.stdout() + write.stderr()).contains("failed"), write.toString());
+        final long seconds = (System.nanoTime() - startNs) / 1_000_000_000L;
+        assertTrue(seconds < 60, "the writes were held " + seconds + " s");
+        Testbed.await("the source to hear why", 30, () ->
+            String.valueOf(testbed.group("site-a", name).get("last_error")).contains("cannot take more"));
+
+        resize(smallDestination2, "64m");
+        awaitReplicated(testbed, name, 120);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
         GroupChecks.delete(testbed, name);
     }
 

@@ -274,6 +274,15 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 claim = log.claim(length);
                 if (claim == null)
                 {
+                    final String applyFailure = group.failure();
+                    if (applyFailure != null)
+                    {
+                        // Neither applied nor logged: holding the session would hold the source's sync writes,
+                        // which wait for an ACK that cannot come. Ending it lets the source go on without us
+                        // (degraded, its regions tracked) and tells it why; it reconnects and catches up later.
+                        throw refuse(ErrorCode.IO_ERROR, "destination " + group.config().name + " cannot take more:" +
+                            " its log is full and its applier is failing (" + applyFailure + ")");
+                    }
                     return false;
                 }
             }
@@ -365,13 +374,18 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
 
     private IOException refuse(final String message)
     {
-        status.fail(ErrorCode.PROTOCOL_ERROR, message, true);
+        return refuse(ErrorCode.PROTOCOL_ERROR, message);
+    }
+
+    private IOException refuse(final ErrorCode code, final String message)
+    {
+        status.fail(code, message, true);
         try
         {
             if (connection.flush())
             {
                 // The project's ERROR payload (code name, newline, message), as ControlChannel sends it.
-                final byte[] payload = ErrorPayload.encode(ErrorCode.PROTOCOL_ERROR, message);
+                final byte[] payload = ErrorPayload.encode(code, message);
                 final int n = Math.min(payload.length, errorPayload.capacity());
                 errorPayload.clear();
                 errorPayload.put(payload, 0, n).flip();

@@ -41,6 +41,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private final RecordLog.Cursor sendCursor;
     private final RecordLog.Cursor releaseCursor;
     private final FrameHeader sendHeader = new FrameHeader();
+    private final long ackTimeoutNs;
+    private long ackProgressNs;
+    private long ackedAtProgress;
     private final FrameHeader receiveHeader = new FrameHeader();
     private final ByteBuffer receivePayload =
         ByteBuffer.allocateDirect(FrameDescriptor.MAX_CONTROL_PAYLOAD);
@@ -70,8 +73,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
      */
     public Shipper(final SourceGroup group, final FrameConnection connection, final int sessionId,
         final long partnerLsn, final boolean restart, final NanoClock clock, final long heartbeatIntervalNs,
-        final long peerTimeoutNs)
+        final long peerTimeoutNs, final long ackTimeoutNs)
     {
+        this.ackTimeoutNs = ackTimeoutNs;
         this.group = group;
         this.connection = connection;
         this.sessionId = sessionId;
@@ -89,6 +93,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         final long now = clock.nanoTime();
         this.lastSendNs = now;
         this.lastReceiveNs = now;
+        this.ackProgressNs = now;
     }
 
     /**
@@ -159,6 +164,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             {
                 throw new IOException("no word from the partner for " + peerTimeoutNs / 1_000_000 + " ms");
             }
+            checkAckProgress(nowNs);
             return work;
         }
         catch (final IOException ex)
@@ -231,6 +237,26 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             group.partnerProgress(acked, durable);
         }
         return work;
+    }
+
+    /**
+     * A partner that is alive (heartbeats) yet acknowledges nothing (its log full, its disk stalled) would hold
+     * every sync write for as long as it lasts. After ack.timeout it is dropped like a lost one: writes go on,
+     * tracked, and it catches up when it reconnects.
+     */
+    private void checkAckProgress(final long nowNs) throws IOException
+    {
+        if (acked >= sentLsn || acked != ackedAtProgress)
+        {
+            ackedAtProgress = acked;
+            ackProgressNs = nowNs;
+        }
+        else if (nowNs - ackProgressNs > ackTimeoutNs)
+        {
+            throw new IOException("the partner acknowledged nothing for " + ackTimeoutNs / 1_000_000_000 +
+                " s (LSN " + (acked + 1) + " to " + sentLsn + " wait; ack.timeout): is its log full, or its disk " +
+                "failing? Going on without it");
+        }
     }
 
     private int release()

@@ -183,7 +183,8 @@ class SourceGroupTest
                 return true;
             }
         };
-        final Shipper shipper = new Shipper(group, connection, 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE);
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE, Long.MAX_VALUE);
         shipper.onStart();
         group.config().seeding = true;
         now[0] += 2000;
@@ -232,7 +233,8 @@ class SourceGroupTest
                 return socketFull[0];
             }
         };
-        final Shipper shipper = new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE);
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
         shipper.onStart();
         group.export(0).write(0, pattern(1, 4096), 4096, false);
         assertTrue(shipper.hasWork(), "a record to send");
@@ -242,6 +244,32 @@ class SourceGroupTest
         assertFalse(shipper.hasWork(), "the socket holds up the send: wait for it, do not spin");
         socketFull[0] = false;
         assertTrue(shipper.hasWork(), "writable again, with records to send");
+        shipper.onClose();
+    }
+
+    /**
+     * A partner that stays alive yet acknowledges nothing (its log full, its disk failing) would hold sync writes
+     * for ever: after ack.timeout the shipper drops it. Time without records to acknowledge does not count.
+     */
+    @Test
+    void shouldDropAPartnerThatAcknowledgesNothingForTheAckTimeout() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final long[] now = {0};
+        final Shipper shipper =
+            new Shipper(group, new NullFrameConnection(), 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE, 5_000);
+        shipper.onStart();
+        now[0] += 10_000;
+        shipper.doWork();
+        assertTrue(shipper.status().isRunning(), "nothing sent, nothing to acknowledge");
+        group.export(0).write(0, pattern(1, 4096), 4096, false);
+        shipper.doWork();
+        now[0] += 4_000;
+        shipper.doWork();
+        assertTrue(shipper.status().isRunning(), "within the timeout");
+        now[0] += 2_000;
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
+        assertTrue(shipper.status().message().contains("acknowledged nothing"), shipper.status().message());
         shipper.onClose();
     }
 
