@@ -329,9 +329,12 @@ public final class BlockmoverCli
             else
             {
                 final double fraction = size == 0 ? 1 : (double)done / size;
-                line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s",
+                // While it waits to try again, the line says why (a lost link, a full disk on the peer).
+                final Object why = "waiting".equals(job.get("phase")) ? job.get("last_error") : null;
+                line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s%s",
                     ProgressLine.bar(fraction), fraction * 100, Format.bytes(done), Format.bytes(size),
-                    Format.rate(line.rate()), Format.duration(line.secondsLeft(size - done)), job.get("phase")));
+                    Format.rate(line.rate()), Format.duration(line.secondsLeft(size - done)), job.get("phase"),
+                    why != null ? ": " + why : ""));
             }
         }
 

@@ -65,6 +65,7 @@ final class CopyJob
     private FrameConnection connection;
     private long retryAtNs;
     private long backoffNs = FIRST_RETRY_NS;
+    private long bytesCopiedAtSessionStart;
     private SourceSession session;
     private AgentRunner readerRunner;
     private AgentRunner senderRunner;
@@ -262,7 +263,9 @@ final class CopyJob
         AgentRunner.startOnThread(readerRunner);
         AgentRunner.startOnThread(senderRunner);
         state = JobState.RUNNING;
-        backoffNs = FIRST_RETRY_NS;
+        // The backoff is reset only by progress (see checkSession): a session that fails at once, on a peer whose
+        // disk is full say, must not be retried twice a second.
+        bytesCopiedAtSessionStart = bytesCopied.get();
         lastError = null;
         phase = phaseName(session.phase());
         conductor.log("job " + id + " running: " + source + " -> " + peer + ":" + target + " over " + transport);
@@ -317,6 +320,10 @@ final class CopyJob
         }
         else if (status.isRetryable())
         {
+            if (bytesCopied.get() > bytesCopiedAtSessionStart)
+            {
+                backoffNs = FIRST_RETRY_NS;
+            }
             connectionFailed(status.message(), conductor.clock().nanoTime());
         }
         else

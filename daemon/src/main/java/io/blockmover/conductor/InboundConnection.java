@@ -270,9 +270,27 @@ final class InboundConnection
         {
             return 0;
         }
+        final boolean failedHere = session.status().state() == SessionStatus.FAILED &&
+            session.status().code() == ErrorCode.IO_ERROR;
         if (session.status().state() == SessionStatus.FAILED)
         {
             conductor.log("session of job " + jobId + " from " + peer.name() + " ended: " + session.status().message());
+        }
+        final String reason = session.status().message();
+        CloseHelper.closeAll(receiverRunner, writerRunner);
+        if (failedHere)
+        {
+            // The source sees only a closed connection otherwise: tell it why (a full disk here, say), so that
+            // its job shows the cause while it waits to try again.
+            try
+            {
+                channel.sendError(0, ErrorCode.IO_ERROR, conductor.ctx().nodeName() + ": " + reason);
+            }
+            catch (final IOException ex)
+            {
+                conductor.log("job " + jobId + ": could not tell " + peer.name() + " why the session ended: " +
+                    ex.getMessage());
+            }
         }
         close();
         return 1;

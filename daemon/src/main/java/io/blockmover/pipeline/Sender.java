@@ -433,7 +433,10 @@ public final class Sender implements Agent
             {
                 final byte[] text = new byte[receivePayload.remaining()];
                 receivePayload.get(text);
-                session.status.fail(ErrorPayload.code(text), "peer reported: " + ErrorPayload.message(text), false);
+                // A failure of the peer's disk (IO_ERROR: full, failing) may pass once the operator acts: the job
+                // waits and tries again, showing the cause. Anything else (refused, mismatched) ends it.
+                final ErrorCode code = ErrorPayload.code(text);
+                session.status.fail(code, "peer reported: " + ErrorPayload.message(text), code == ErrorCode.IO_ERROR);
                 throw new AgentTerminationException();
             }
             default ->

@@ -23,6 +23,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * <ul>
  * <li>The destination runs out while applying: it says so (status, log), keeps every record in its log, retries,
  * and once space is added ends equal to the source.</li>
+ * <li>A copy's target runs out: the source's job waits, showing the peer's reason, and finishes once space is
+ * added.</li>
  * <li>The source runs out under a client's write: the client gets ENOSPC (qemu pauses its guest on that, where EIO
  * would fail its disk), and the record already logged for the failed write does not leave the partner different:
  * its regions are resent from what the source holds.</li>
@@ -36,6 +38,7 @@ class FullDiskIT
     private static Path smallSource;
     private static Path smallDestination;
     private static Path smallDestination2;
+    private static Path smallTarget;
     private static Testbed testbed;
 
     @BeforeAll
@@ -48,8 +51,9 @@ class FullDiskIT
         smallSource = mount(mounts.resolve("source"), "4m");
         smallDestination = mount(mounts.resolve("destination"), "6m");
         smallDestination2 = mount(mounts.resolve("destination2"), "6m");
-        testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms",
-            "--set", "reconnect.max.interval=1s");
+        smallTarget = mount(mounts.resolve("target"), "6m");
+        // reconnect.max.interval stays at its default (10 s): the copy test checks that retries slow down.
+        testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms");
     }
 
     @AfterAll
@@ -59,7 +63,7 @@ class FullDiskIT
         {
             testbed.close();
         }
-        for (final String name : new String[] {"source", "destination", "destination2"})
+        for (final String name : new String[] {"source", "destination", "destination2", "target"})
         {
             Run.of(30, List.of("umount", mounts.resolve(name).toString()));
         }
@@ -146,6 +150,41 @@ class FullDiskIT
         awaitReplicated(testbed, name, 120);
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
         GroupChecks.delete(testbed, name);
+    }
+
+    @Test
+    void shouldWaitWithTheReasonWhenACopysTargetIsFullAndFinishOnceThereIsRoom() throws Exception
+    {
+        final Path source = Volumes.random(testbed.dir.resolve("copy-src.img"), SIZE, 93);
+        final Path target = sparse(smallTarget.resolve("copy-dst.img"), SIZE);
+        final Run run = testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--detach", "--json")
+            .expect(0);
+        final long id = ((Number)com.fasterxml.jackson.jr.ob.JSON.std.mapFrom(run.stdout()).get("id")).longValue();
+        Testbed.await("the job to wait, saying why", 60, () ->
+        {
+            final Map<String, Object> job = testbed.job("site-a", id);
+            return "waiting".equals(job.get("state")) &&
+                String.valueOf(job.get("last_error")).contains("site-b: write to " + target + " failed: No space");
+        });
+        // Retried with a growing delay, not twice a second: at most 0.5 + 1 + 2 + 4 s of waits in the first 8 s.
+        final long sessionsBefore = sessions(target);
+        Thread.sleep(8_000);
+        assertTrue(sessions(target) - sessionsBefore <= 4, "sessions in 8 s: " + (sessions(target) - sessionsBefore));
+
+        resize(smallTarget, "64m");
+        Testbed.await("the copy to complete", 60, () ->
+        {
+            final Map<String, Object> job = testbed.job("site-a", id);
+            assertTrue(!"failed".equals(job.get("state")), () -> "job failed: " + job);
+            return "completed".equals(job.get("state"));
+        });
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {target}, SIZE);
+    }
+
+    private static long sessions(final Path target)
+    {
+        return testbed.log("site-b").lines().filter(line -> line.contains("receiving job") &&
+            line.contains(target.toString())).count();
     }
 
     @Test
