@@ -232,6 +232,11 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.println("  last error: " + g.get("last_error"));
             }
+            if (Boolean.TRUE.equals(g.get("partner_apply_failing")))
+            {
+                System.out.println("  partner: cannot apply to its volumes (full or failing disk?): see 'blockmover " +
+                    "group status " + g.get("name") + "' on " + g.get("peer"));
+            }
             if (g.get("rpo_bytes") != null)
             {
                 System.out.printf(Locale.ROOT, "  not yet on partner: %s (%.1f s)   log %s of %s   writes %s%n",

@@ -122,6 +122,11 @@ final class ConductorEvents
                 attrs.put("rpo_target", io.blockmover.replication.group.RpoTarget.format(
                     Math.round(target.doubleValue() * 1000)));
             }
+            if (Boolean.TRUE.equals(group.get("partner_apply_failing")))
+            {
+                // Only while it lasts: its removal is the recovery event.
+                attrs.put("partner", "cannot-apply");
+            }
             if (group.get("error") != null || group.get("last_error") != null)
             {
                 attrs.put("error", group.get("error") != null ? group.get("error") : group.get("last_error"));

@@ -209,7 +209,7 @@ final class Groups implements AutoCloseable
         for (final SourceGroupHandle handle : sources.values())
         {
             handle.reclaimLogSpace();
-            handle.checkRpoTarget();
+            handle.checkHealth();
         }
     }
 

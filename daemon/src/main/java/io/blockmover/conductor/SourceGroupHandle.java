@@ -48,6 +48,7 @@ final class SourceGroupHandle
     private AgentRunner shipperRunner;
     private String failure;
     private String lastError;
+    private boolean partnerApplyFailingLogged;
     private String transport;
     private String transportReason;
     private int attempts;
@@ -653,14 +654,28 @@ final class SourceGroupHandle
     }
 
     /**
-     * Housekeeping: compares the RPO with the group's target and logs when it passes it or recovers (events and
-     * counters show it from the status).
+     * Housekeeping: logs when the partner starts or stops failing to apply, and compares the RPO with the group's
+     * target, logging when it passes it or recovers (events and counters show both from the status).
      */
-    void checkRpoTarget()
+    void checkHealth()
     {
         if (group == null)
         {
             return;
+        }
+        if (group.isPartnerApplyFailing() != partnerApplyFailingLogged)
+        {
+            partnerApplyFailingLogged = group.isPartnerApplyFailing();
+            if (partnerApplyFailingLogged)
+            {
+                conductor.error("group " + config.name + ": " + config.peer + " cannot apply to its volumes (a full " +
+                    "or failing disk there?): it keeps the records in its log and retries; see 'blockmover group " +
+                    "status " + config.name + "' on " + config.peer);
+            }
+            else
+            {
+                conductor.log("group " + config.name + ": " + config.peer + " applies to its volumes again");
+            }
         }
         final double rpoSeconds = GroupStatus.rpoSeconds(group);
         if (rpoTarget.update(rpoSeconds, config.rpoTargetMs))

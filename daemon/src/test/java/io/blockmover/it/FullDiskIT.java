@@ -109,6 +109,10 @@ class FullDiskIT
         });
         Testbed.await("a retry", 30, () -> number(testbed.group("site-b", name), "apply_failures") >= 2);
         assertTrue(testbed.log("site-b").contains("cannot apply LSN"), "the failure is in the log");
+        // The source hears it too, with its next acknowledgement or heartbeat, long before the log fills.
+        Testbed.await("the source to show the partner's failure", 30, () ->
+            Boolean.TRUE.equals(testbed.group("site-a", name).get("partner_apply_failing")));
+        assertTrue(testbed.log("site-a").contains("site-b cannot apply to its volumes"), testbed.log("site-a"));
         resize(smallDestination, "64m");
         awaitReplicated(testbed, name, 120);
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
@@ -116,6 +120,8 @@ class FullDiskIT
         Testbed.await("the recovery in the log", 10, () ->
             testbed.log("site-b").contains("group " + name + ": applying again"));
         assertTrue(!testbed.group("site-b", name).containsKey("error"), "the error is gone once applying again");
+        Testbed.await("the source to see the recovery", 30, () ->
+            Boolean.FALSE.equals(testbed.group("site-a", name).get("partner_apply_failing")));
         GroupChecks.delete(testbed, name);
     }
 

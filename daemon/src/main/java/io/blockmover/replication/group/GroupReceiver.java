@@ -32,6 +32,11 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     public static final int RECORD_UNCLEAN = io.blockmover.replication.log.RecordFlags.UNCLEAN;
     /** Heartbeat aux flag: the source had nothing to resync and had sent everything through the sequence. */
     public static final int HEARTBEAT_CLEAN = 1;
+    /**
+     * In the aux field of every ACK, DURABLE and HEARTBEAT the destination sends: its applier is failing (a full or
+     * failing disk), so the source shows it long before the log fills.
+     */
+    public static final int PARTNER_APPLY_FAILING = 2;
 
     private final DestinationGroup group;
     private final FrameConnection connection;
@@ -366,7 +371,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
 
     private void send(final FrameType type, final long sequence, final long nowNs) throws IOException
     {
-        sendHeader.reset(type).sessionId(sessionId).sequence(sequence).seal();
+        sendHeader.reset(type).sessionId(sessionId).sequence(sequence)
+            .aux(group.failure() != null ? PARTNER_APPLY_FAILING : 0).seal();
         connection.startSend(sendHeader, null);
         connection.flush();
         lastSendNs = nowNs;

@@ -46,6 +46,7 @@ public final class GroupStatus
         status.put("rpo_bytes", rpoBytes);
         status.put("rpo_seconds", rpoSeconds(group, rpoBytes));
         status.put("partner_current", group.isPartnerCurrent());
+        status.put("partner_apply_failing", group.isPartnerApplyFailing());
         // Outside the initial sync, a dirty region means the log could not hold everything (it filled up, or the
         // partner lost continuity): the RPO is no longer what the log bounds, until resync catches up.
         status.put("rpo_exceeded", group.config().initialSyncDone && group.dirtyRegions() > 0);

@@ -200,7 +200,12 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             receivingPayload = false;
             lastReceiveNs = nowNs;
             work++;
-            switch (receiveHeader.type())
+            final FrameType type = receiveHeader.type();
+            if (type == FrameType.ACK || type == FrameType.DURABLE || type == FrameType.HEARTBEAT)
+            {
+                group.partnerApplyFailing((receiveHeader.aux() & GroupReceiver.PARTNER_APPLY_FAILING) != 0);
+            }
+            switch (type)
             {
                 case ACK -> acked = Math.max(acked, receiveHeader.sequence());
                 case DURABLE ->

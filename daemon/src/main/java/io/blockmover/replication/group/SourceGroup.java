@@ -84,6 +84,7 @@ public final class SourceGroup implements AutoCloseable
     private volatile boolean closed;
     private volatile boolean frozen;
     private volatile boolean bitmapsTouched;
+    private volatile boolean partnerApplyFailing;
     private volatile Runnable shipperWakeup = () -> { };
     private volatile Verifier verifier;
     private volatile long caughtUpMs = System.currentTimeMillis();
@@ -724,6 +725,7 @@ public final class SourceGroup implements AutoCloseable
     void unlinked()
     {
         linked = false;
+        partnerApplyFailing = false;
         shipperWakeup = () -> { };
         partnerCurrent = false;
         wakeAllWaiters();
@@ -744,6 +746,22 @@ public final class SourceGroup implements AutoCloseable
         }
         ackWaiters.signal(ackedLsn);
         durableWaiters.signal(durableLsn);
+    }
+
+    /**
+     * @param failing what the partner said last: its applier cannot write its volumes. Shipper thread.
+     */
+    void partnerApplyFailing(final boolean failing)
+    {
+        partnerApplyFailing = failing;
+    }
+
+    /**
+     * @return whether the linked partner reported that it cannot apply to its volumes. Any thread.
+     */
+    public boolean isPartnerApplyFailing()
+    {
+        return partnerApplyFailing;
     }
 
     /**
