@@ -49,6 +49,7 @@ final class SourceGroupHandle
     private String failure;
     private String lastError;
     private boolean partnerApplyFailingLogged;
+    private String resyncFailureLogged;
     private String transport;
     private String transportReason;
     private int attempts;
@@ -144,7 +145,7 @@ final class SourceGroupHandle
             throw ex;
         }
         store.saveRun(config.name, false);
-        resyncer = new Resyncer(group);
+        resyncer = new Resyncer(group, conductor.clock());
         if (config.mode == GroupMode.SYNC)
         {
             resyncer.rateLimit(conductor.peerRates().bucket(config.peer), conductor.clock());
@@ -663,6 +664,12 @@ final class SourceGroupHandle
         {
             return;
         }
+        final String resyncFailure = resyncer != null ? resyncer.failure() : null;
+        if (resyncFailure != null && !resyncFailure.equals(resyncFailureLogged))
+        {
+            conductor.error("group " + config.name + ": resync " + resyncFailure);
+        }
+        resyncFailureLogged = resyncFailure;
         if (group.isPartnerApplyFailing() != partnerApplyFailingLogged)
         {
             partnerApplyFailingLogged = group.isPartnerApplyFailing();
@@ -740,6 +747,10 @@ final class SourceGroupHandle
         if (resyncer != null && resyncer.failure() != null)
         {
             s.put("resync_error", resyncer.failure());
+        }
+        if (resyncer != null)
+        {
+            s.put("resync_read_failures", resyncer.failures());
         }
         s.put("initial_sync_done", config.initialSyncDone);
         s.put("seeding", config.seeding);

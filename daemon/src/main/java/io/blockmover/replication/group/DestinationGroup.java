@@ -32,9 +32,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
     /** The receiver wakes the applier once this much is waiting; less waits at most {@link #APPLY_DELAY_NS}. */
     private static final long APPLY_BATCH_BYTES = 256 * 1024;
     private static final long APPLY_DELAY_NS = TimeUnit.MILLISECONDS.toNanos(2);
-    /** After a failed apply or force, the applier tries again after this long, doubling up to the maximum. */
-    static final long FIRST_RETRY_NS = TimeUnit.SECONDS.toNanos(2);
-    static final long MAX_RETRY_NS = TimeUnit.SECONDS.toNanos(60);
     private final GroupConfig config;
     private final Volume[] volumes;
     private final RecordLog log;
@@ -56,8 +53,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long recordsApplied;
     private volatile String failure;
     private volatile long applyFailures;
-    private long retryAtNs;
-    private long retryDelayNs = FIRST_RETRY_NS;
+    /** After a failed apply or force, when the applier tries again. */
+    private final RetryBackoff retry = new RetryBackoff();
     // VERIFY records through this LSN were checked and answered before a failure; a retry applies them again
     // from the log but must not answer twice.
     private long verifiedThroughLsn = -1;
@@ -281,7 +278,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     {
         if (failure != null)
         {
-            return Math.max(0, Math.min(IDLE_NAP_NS, retryAtNs - clock.nanoTime()));
+            return Math.max(0, Math.min(IDLE_NAP_NS, retry.untilDueNs(clock.nanoTime())));
         }
         // Records waiting below a batch are applied after a short nap rather than one wake-up each: nothing waits
         // for the apply (the log holds them durably), and on a small host every wake-up takes CPU from the threads
@@ -306,7 +303,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         if (failure != null)
         {
-            if (clock.nanoTime() - retryAtNs < 0)
+            if (retry.untilDueNs(clock.nanoTime()) > 0)
             {
                 return 0;
             }
@@ -347,15 +344,14 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // The records stay in the log (nothing is released before its volume is forced), so a volume that ran
             // out of space, or went away for a moment, is tried again later from the log's head.
             applyFailures++;
+            final long delaySeconds = retry.failed(clock.nanoTime());
             failure = "cannot apply LSN " + cursor.lsn() + " to " + config.volumes.get(cursor.volume()).target +
-                ": " + ex.getMessage() + hint(ex) + "; the records stay in the log, tried again in " +
-                TimeUnit.NANOSECONDS.toSeconds(retryDelayNs) + " s";
-            retryAtNs = clock.nanoTime() + retryDelayNs;
-            retryDelayNs = Math.min(MAX_RETRY_NS, retryDelayNs * 2);
+                ": " + ex.getMessage() + hint(ex) + "; the records stay in the log, tried again in " + delaySeconds +
+                " s";
         }
-        if (failure == null && unforcedBytes == 0 && retryDelayNs != FIRST_RETRY_NS)
+        if (failure == null && unforcedBytes == 0)
         {
-            retryDelayNs = FIRST_RETRY_NS; // A force succeeded since the last failure.
+            retry.succeeded(); // Everything applied since the last failure is forced.
         }
         return work;
     }

@@ -23,12 +23,19 @@ public final class Resyncer implements Agent
     private int volume;
     private long region;
     private volatile String failure;
+    private volatile long failures;
+    private final RetryBackoff retry = new RetryBackoff();
     private TokenBucket rateLimit;
     private NanoClock clock;
 
-    public Resyncer(final SourceGroup group)
+    /**
+     * @param group the group whose dirty regions it resends.
+     * @param clock for retries after a read error and for the rate limit.
+     */
+    public Resyncer(final SourceGroup group, final NanoClock clock)
     {
         this.group = group;
+        this.clock = clock;
         this.buffer = BufferUtil.allocateDirectAligned(group.config().regionLength, Slab.ALIGNMENT);
     }
 
@@ -52,19 +59,35 @@ public final class Resyncer implements Agent
     }
 
     /**
-     * @return the read error that stopped resync, or null.
+     * @return the read error that holds resync until its retry, or null.
      */
     public String failure()
     {
         return failure;
     }
 
+    /**
+     * @return region reads that failed so far (each is retried).
+     */
+    public long failures()
+    {
+        return failures;
+    }
+
     @Override
     public int doWork()
     {
-        if (!group.isLinked() || group.isSuspended() || failure != null)
+        if (!group.isLinked() || group.isSuspended())
         {
             return 0;
+        }
+        if (failure != null)
+        {
+            if (retry.untilDueNs(clock.nanoTime()) > 0)
+            {
+                return 0;
+            }
+            failure = null;
         }
         for (int scanned = 0; scanned <= group.volumeCount(); scanned++)
         {
@@ -91,10 +114,14 @@ public final class Resyncer implements Agent
             }
             catch (final IOException ex)
             {
+                // A read error may pass (a multipath path failing over); the region stays dirty and is tried again.
                 failure = "cannot read " + group.config().volumes.get(volume).source + " at region " + next + ": " +
-                    ex.getMessage();
+                    ex.getMessage() + "; tried again in " + retry.failed(clock.nanoTime()) + " s";
+                failures++;
+                region = next;
                 return 0;
             }
+            retry.succeeded();
             if (rateLimit != null)
             {
                 rateLimit.consume(Math.min(group.config().regionLength,

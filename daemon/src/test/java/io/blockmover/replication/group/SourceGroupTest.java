@@ -26,6 +26,7 @@ import io.blockmover.transport.NullFrameConnection;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -159,6 +160,42 @@ class SourceGroupTest
         final byte[] logged = new byte[REGION];
         cursor.payload().get(logged);
         assertArrayEquals(fileBytes(2L * REGION, REGION), logged, "the record holds the region as it is now");
+    }
+
+    /**
+     * A region that cannot be read (here: past the end of a file truncated under the group) holds the resync until
+     * a retry, 2 s later, reads it; it used to stop the resync for good, until the daemon restarted.
+     */
+    @Test
+    void shouldRetryAResyncReadThatFailedAndResendTheRegionOnceItReads() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        group.linked(() -> { });
+        group.dirty(0).set(3);
+        final long[] now = {0};
+        final Resyncer resyncer = new Resyncer(group, () -> now[0]);
+        final Path volumeFile = dir.resolve("volume.img");
+        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(volumeFile,
+            java.nio.file.StandardOpenOption.WRITE))
+        {
+            channel.truncate(3L * REGION);
+        }
+        assertEquals(0, resyncer.doWork());
+        assertTrue(resyncer.failure().contains("cannot read") && resyncer.failure().contains("tried again in 2 s"),
+            resyncer.failure());
+        assertEquals(1, resyncer.failures());
+        assertTrue(group.dirty(0).get(3), "the region stays dirty");
+
+        now[0] += 1_000_000_000L;
+        assertEquals(0, resyncer.doWork(), "not yet due");
+        try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(volumeFile.toFile(), "rw"))
+        {
+            file.setLength(VOLUME_SIZE);
+        }
+        now[0] += 1_500_000_000L;
+        assertEquals(1, resyncer.doWork());
+        assertNull(resyncer.failure());
+        assertFalse(group.dirty(0).get(3), "resent once it read");
     }
 
     /**
