@@ -49,6 +49,8 @@ final class SourceGroupHandle
     private String failure;
     private String lastError;
     private boolean partnerApplyFailingLogged;
+    private long linkedAtNs;
+    private long ackedAtLink;
     private String resyncFailureLogged;
     private String transport;
     private String transportReason;
@@ -341,7 +343,11 @@ final class SourceGroupHandle
         AgentRunner.startOnThread(shipperRunner);
         sessions++;
         linkedSinceMs = System.currentTimeMillis();
-        backoffNs = FIRST_RETRY_NS;
+        // The backoff is reset when a session ends having achieved something (see checkSession), not here: a
+        // partner that takes the session and drops it at once (its log full, its disk failing) must not be
+        // redialled twice a second.
+        linkedAtNs = nowNs;
+        ackedAtLink = group.ackedLsn();
         lastError = null;
         conductor.log("group " + config.name + " linked to " + config.peer + " over " + transport + " (partner " +
             "holds LSN " + held + ")");
@@ -370,6 +376,10 @@ final class SourceGroupHandle
         }
         final String why = shipper.status().message();
         closeSession();
+        if (group.ackedLsn() > ackedAtLink || nowNs - linkedAtNs >= conductor.ctx().reconnectMaxIntervalNs())
+        {
+            backoffNs = FIRST_RETRY_NS;
+        }
         connectionFailed(why, nowNs, ErrorCode.PEER_UNREACHABLE);
         return 1;
     }

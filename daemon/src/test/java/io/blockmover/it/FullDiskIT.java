@@ -151,6 +151,12 @@ class FullDiskIT
         assertTrue(seconds < 60, "the writes were held " + seconds + " s");
         Testbed.await("the source to hear why", 30, () ->
             String.valueOf(testbed.group("site-a", name).get("last_error")).contains("cannot take more"));
+        // Each new session is dropped at once while nothing changes: redialled ever more slowly, not twice a
+        // second (0.5 + 1 + 2 + 4 s of waits fill 8 s).
+        final long sessionsBefore = number(testbed.group("site-a", name), "sessions");
+        Thread.sleep(8_000);
+        final long sessions = number(testbed.group("site-a", name), "sessions") - sessionsBefore;
+        assertTrue(sessions <= 4, "sessions in 8 s: " + sessions);
 
         resize(smallDestination2, "64m");
         awaitReplicated(testbed, name, 120);

@@ -826,7 +826,10 @@ public final class SourceGroup implements AutoCloseable
         return publishedLsn;
     }
 
-    long ackedLsn()
+    /**
+     * @return the highest LSN the partner acknowledged holding. Any thread.
+     */
+    public long ackedLsn()
     {
         return ackedLsn;
     }
