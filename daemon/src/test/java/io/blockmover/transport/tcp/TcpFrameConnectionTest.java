@@ -10,6 +10,8 @@ import java.nio.channels.SocketChannel;
 import java.util.Random;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -31,123 +33,132 @@ class TcpFrameConnectionTest
 {
     private static final int[] LENGTHS = {0, 16, 4096, 4096, 100, 8192, 1 << 20, 0, 65536, 65535, 4096, 300_000, 7};
 
+    private ServerSocketChannel server;
+    private SocketChannel client;
+    private TcpFrameConnection receiver;
+
+    @BeforeEach
+    void connect() throws IOException
+    {
+        server = ServerSocketChannel.open();
+        server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+        client = SocketChannel.open(server.getLocalAddress());
+        receiver = new TcpFrameConnection(server.accept());
+    }
+
+    @AfterEach
+    void disconnect() throws IOException
+    {
+        receiver.close();
+        client.close();
+        server.close();
+    }
+
     @Test
     void shouldDeliverEveryFrameWholeAndInOrderWhateverTheSizesAndArrival() throws Exception
     {
-        try (ServerSocketChannel server = ServerSocketChannel.open())
+        final AtomicReference<Throwable> failed = new AtomicReference<>();
+        final int rounds = 40;
+        final Thread sender = new Thread(() ->
         {
-            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-            final SocketChannel client = SocketChannel.open(server.getLocalAddress());
-            final TcpFrameConnection receiver = new TcpFrameConnection(server.accept());
-            final AtomicReference<Throwable> failed = new AtomicReference<>();
-            final int rounds = 40;
-            final Thread sender = new Thread(() ->
+            try
             {
-                try
-                {
-                    send(client, rounds);
-                }
-                catch (final Throwable ex)
-                {
-                    failed.set(ex);
-                }
-            });
-            sender.start();
-
-            final FrameHeader header = new FrameHeader();
-            final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
-            long expectedBytes = 0;
-            for (int frame = 0; frame < rounds * LENGTHS.length; frame++)
-            {
-                while (!receiver.receiveHeader(header))
-                {
-                    receiver.awaitIo(10);
-                }
-                assertNull(header.validate(1 << 20), "frame " + frame);
-                assertEquals(frame, header.sequence(), "frames arrive in order");
-                final int length = header.payloadLength();
-                assertEquals(LENGTHS[frame % LENGTHS.length], length);
-                payload.clear().limit(length);
-                while (!receiver.receivePayload(payload))
-                {
-                    receiver.awaitIo(10);
-                }
-                payload.flip();
-                for (int i = 0; i < length; i++)
-                {
-                    if (payload.get(i) != pattern(frame, i))
-                    {
-                        throw new AssertionError("frame " + frame + " byte " + i + " of " + length);
-                    }
-                }
-                expectedBytes += io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH + length;
+                send(client, rounds);
             }
-            sender.join();
-            assertNull(failed.get());
-            assertEquals(expectedBytes, receiver.bytesReceived());
-            client.close();
-            assertThrows(EOFException.class, () ->
+            catch (final Throwable ex)
             {
-                while (!receiver.receiveHeader(header))
+                failed.set(ex);
+            }
+        });
+        sender.start();
+
+        final FrameHeader header = new FrameHeader();
+        final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
+        long expectedBytes = 0;
+        for (int frame = 0; frame < rounds * LENGTHS.length; frame++)
+        {
+            while (!receiver.receiveHeader(header))
+            {
+                receiver.awaitIo(10);
+            }
+            assertNull(header.validate(1 << 20), "frame " + frame);
+            assertEquals(frame, header.sequence(), "frames arrive in order");
+            final int length = header.payloadLength();
+            assertEquals(LENGTHS[frame % LENGTHS.length], length);
+            payload.clear().limit(length);
+            while (!receiver.receivePayload(payload))
+            {
+                receiver.awaitIo(10);
+            }
+            payload.flip();
+            for (int i = 0; i < length; i++)
+            {
+                if (payload.get(i) != pattern(frame, i))
                 {
-                    receiver.awaitIo(10);
+                    throw new AssertionError("frame " + frame + " byte " + i + " of " + length);
                 }
-            });
-            receiver.close();
+            }
+            expectedBytes += io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH + length;
         }
+        sender.join();
+        assertNull(failed.get());
+        assertEquals(expectedBytes, receiver.bytesReceived());
+        client.close();
+        assertThrows(EOFException.class, () ->
+        {
+            while (!receiver.receiveHeader(header))
+            {
+                receiver.awaitIo(10);
+            }
+        });
+        receiver.close();
     }
 
     @Test
     void shouldTakeInABurstOfSmallFramesWithOneRead() throws Exception
     {
-        try (ServerSocketChannel server = ServerSocketChannel.open())
+        final int frames = 8;
+        final int length = 4096;
+        final int frameBytes = io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH + length;
+        final ByteBuffer burst = ByteBuffer.allocateDirect(frames * frameBytes);
+        final FrameHeader header = new FrameHeader();
+        for (int frame = 0; frame < frames; frame++)
         {
-            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-            final SocketChannel client = SocketChannel.open(server.getLocalAddress());
-            final TcpFrameConnection receiver = new TcpFrameConnection(server.accept());
-            final int frames = 8;
-            final int length = 4096;
-            final int frameBytes = io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH + length;
-            final ByteBuffer burst = ByteBuffer.allocateDirect(frames * frameBytes);
-            final FrameHeader header = new FrameHeader();
-            for (int frame = 0; frame < frames; frame++)
+            header.reset(FrameType.RECORD).sequence(frame).payloadLength(length).seal();
+            burst.put(header.byteBuffer().clear().limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+            for (int i = 0; i < length; i++)
             {
-                header.reset(FrameType.RECORD).sequence(frame).payloadLength(length).seal();
-                burst.put(header.byteBuffer().clear().limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
-                for (int i = 0; i < length; i++)
-                {
-                    burst.put(pattern(frame, i));
-                }
+                burst.put(pattern(frame, i));
             }
-            burst.flip();
-            while (burst.hasRemaining())
-            {
-                client.write(burst);
-            }
-            client.shutdownOutput();
-
-            final ByteBuffer payload = ByteBuffer.allocateDirect(length);
-            for (int frame = 0; frame < frames; frame++)
-            {
-                while (!receiver.receiveHeader(header))
-                {
-                    receiver.awaitIo(10);
-                }
-                assertEquals(frame, header.sequence());
-                payload.clear().limit(header.payloadLength());
-                while (!receiver.receivePayload(payload))
-                {
-                    receiver.awaitIo(10);
-                }
-                assertEquals(pattern(frame, length - 1), payload.get(length - 1));
-            }
-            // The whole burst was in the socket before the first read: one read (two if the kernel split it),
-            // where reading header and payload separately took sixteen.
-            assertTrue(receiver.socketReads() <= 2, "reads: " + receiver.socketReads());
-            assertEquals((long)frames * frameBytes, receiver.bytesReceived());
-            receiver.close();
-            client.close();
         }
+        burst.flip();
+        while (burst.hasRemaining())
+        {
+            client.write(burst);
+        }
+        client.shutdownOutput();
+
+        final ByteBuffer payload = ByteBuffer.allocateDirect(length);
+        for (int frame = 0; frame < frames; frame++)
+        {
+            while (!receiver.receiveHeader(header))
+            {
+                receiver.awaitIo(10);
+            }
+            assertEquals(frame, header.sequence());
+            payload.clear().limit(header.payloadLength());
+            while (!receiver.receivePayload(payload))
+            {
+                receiver.awaitIo(10);
+            }
+            assertEquals(pattern(frame, length - 1), payload.get(length - 1));
+        }
+        // The whole burst was in the socket before the first read: one read (two if the kernel split it),
+        // where reading header and payload separately took sixteen.
+        assertTrue(receiver.socketReads() <= 2, "reads: " + receiver.socketReads());
+        assertEquals((long)frames * frameBytes, receiver.bytesReceived());
+        receiver.close();
+        client.close();
     }
 
     /**
