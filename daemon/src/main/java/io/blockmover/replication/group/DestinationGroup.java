@@ -452,7 +452,16 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             if (unforced[i])
             {
-                volumes[i].force();
+                try
+                {
+                    volumes[i].force();
+                }
+                catch (final IOException ex)
+                {
+                    // Named here: the failure message otherwise names the volume of the last record applied.
+                    throw new IOException("forcing " + config.volumes.get(i).target + " failed: " + ex.getMessage(),
+                        ex);
+                }
                 unforced[i] = false;
             }
         }
