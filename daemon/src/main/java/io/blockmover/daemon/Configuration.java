@@ -66,8 +66,8 @@ public final class Configuration
         define(SLAB_SLOTS, "128", "slots in the off-heap slab; each session leases session.slots of them");
         define(PEER_TIMEOUT, "10s", "a peer silent this long is considered gone");
         define(HEARTBEAT_INTERVAL, "1s", "an idle connection sends a heartbeat this often");
-        define(ACK_TIMEOUT, "30s", "a replication partner that acknowledges no record this long, though alive, is " +
-            "dropped: sync writes go on without it (degraded) instead of waiting");
+        define(ACK_TIMEOUT, "30s", "a sync group's partner that acknowledges no record this long, though alive, is " +
+            "dropped: writes go on without it (degraded) instead of waiting");
         define(CONNECT_TIMEOUT, "5s", "time allowed to connect and authenticate to a peer");
         define(RECONNECT_MAX_INTERVAL, "10s", "longest wait between reconnection attempts of a job");
         define(BITMAP_FORCE_INTERVAL, "1s", "how often dirty bitmaps are forced to disk");

@@ -247,11 +247,13 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     /**
      * A partner that is alive (heartbeats) yet acknowledges nothing (its log full, its disk stalled) would hold
      * every sync write for as long as it lasts. After ack.timeout it is dropped like a lost one: writes go on,
-     * tracked, and it catches up when it reconnects.
+     * tracked, and it catches up when it reconnects. Sync groups only: an async group's writes never wait for the
+     * partner, and over a slow link one large record may take longer than the timeout to arrive, so dropping the
+     * partner there would only restart the same transfer again and again.
      */
     private void checkAckProgress(final long nowNs) throws IOException
     {
-        if (acked >= sentLsn || acked != ackedAtProgress)
+        if (group.config().mode != GroupMode.SYNC || acked >= sentLsn || acked != ackedAtProgress)
         {
             ackedAtProgress = acked;
             ackProgressNs = nowNs;

@@ -285,13 +285,14 @@ class SourceGroupTest
     }
 
     /**
-     * A partner that stays alive yet acknowledges nothing (its log full, its disk failing) would hold sync writes
-     * for ever: after ack.timeout the shipper drops it. Time without records to acknowledge does not count.
+     * A sync partner that stays alive yet acknowledges nothing (its log full, its disk failing) would hold a sync
+     * write for ever: after ack.timeout the shipper drops it, and the write goes on. Time without records to
+     * acknowledge does not count.
      */
     @Test
-    void shouldDropAPartnerThatAcknowledgesNothingForTheAckTimeout() throws IOException
+    void shouldDropASyncPartnerThatAcknowledgesNothingAndReleaseTheWriteItHeld() throws Exception
     {
-        group = open(GroupMode.ASYNC, 1L << 20);
+        group = open(GroupMode.SYNC, 1L << 20);
         final long[] now = {0};
         final Shipper shipper =
             new Shipper(group, new NullFrameConnection(), 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE, 5_000);
@@ -299,14 +300,57 @@ class SourceGroupTest
         now[0] += 10_000;
         shipper.doWork();
         assertTrue(shipper.status().isRunning(), "nothing sent, nothing to acknowledge");
-        group.export(0).write(0, pattern(1, 4096), 4096, false);
+        assertTrue(group.isPartnerCurrent(), "linked with nothing outstanding: sync writes wait for the partner");
+
+        final AtomicReference<Throwable> failed = new AtomicReference<>();
+        final Thread writer = new Thread(() ->
+        {
+            try
+            {
+                group.export(0).write(0, pattern(1, 4096), 4096, false);
+            }
+            catch (final Throwable ex)
+            {
+                failed.set(ex);
+            }
+        });
+        writer.start();
+        while (group.publishedLsn() < 1)
+        {
+            Thread.onSpinWait();
+        }
         shipper.doWork();
         now[0] += 4_000;
         shipper.doWork();
         assertTrue(shipper.status().isRunning(), "within the timeout");
+        writer.join(200);
+        assertTrue(writer.isAlive(), "the sync write waits for the partner's ACK");
         now[0] += 2_000;
         assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
         assertTrue(shipper.status().message().contains("acknowledged nothing"), shipper.status().message());
+        shipper.onClose();
+        writer.join(10_000);
+        assertFalse(writer.isAlive(), "the write goes on once the partner is dropped");
+        assertNull(failed.get());
+    }
+
+    /**
+     * An async group's writes never wait for the partner, and over a slow link one large record may take longer
+     * than ack.timeout to arrive: its partner is not dropped for slow acknowledgements.
+     */
+    @Test
+    void shouldNotDropAnAsyncPartnerForSlowAcknowledgements() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final long[] now = {0};
+        final Shipper shipper =
+            new Shipper(group, new NullFrameConnection(), 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE, 5_000);
+        shipper.onStart();
+        group.export(0).write(0, pattern(1, 4096), 4096, false);
+        shipper.doWork();
+        now[0] += 60_000;
+        shipper.doWork();
+        assertTrue(shipper.status().isRunning(), shipper.status().message());
         shipper.onClose();
     }
 
