@@ -262,6 +262,7 @@ final class GroupCommand implements Callable<Integer>
                 System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
                     lsn.get("applied"), g.get("records_applied"));
             }
+            printDiskFailures(g);
             if (g.get("verify") instanceof Map<?, ?> verify)
             {
                 System.out.println("  " + VerifyCommand.statusLine((Map<String, Object>)verify));
@@ -280,6 +281,28 @@ final class GroupCommand implements Callable<Integer>
                         Format.bytes(((Number)v.get("size")).longValue()));
                 }
             }
+        }
+    }
+
+    /**
+     * Disk errors so far, when there were any: each was retried or repaired, but an operator wants to know.
+     */
+    private static void printDiskFailures(final Map<String, Object> g)
+    {
+        final StringBuilder line = new StringBuilder();
+        for (final String[] counter : new String[][] {
+            {"apply_failures", "failed applies (retried)"},
+            {"writes_failed_locally", "writes failed on the local volume (regions resent)"},
+            {"resync_read_failures", "resync reads failed (retried)"}})
+        {
+            if (g.get(counter[0]) instanceof Number n && n.longValue() > 0)
+            {
+                line.append(line.length() == 0 ? "  disk errors: " : ", ").append(n).append(' ').append(counter[1]);
+            }
+        }
+        if (line.length() > 0)
+        {
+            System.out.println(line);
         }
     }
 
