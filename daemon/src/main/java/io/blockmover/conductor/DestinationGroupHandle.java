@@ -174,7 +174,7 @@ final class DestinationGroupHandle
             testMount = null;
             return 1;
         }
-        final int reported = reportApplyFailure();
+        final int reported = reportApplyFailure() + adoptSettings();
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -183,6 +183,20 @@ final class DestinationGroupHandle
         unlinkedSinceMs = System.currentTimeMillis();
         conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
         closeSession();
+        return 1;
+    }
+
+    private int adoptSettings()
+    {
+        final Map<String, Object> settings = receiver != null ? receiver.takeSettings() : null;
+        if (settings == null || !config.adoptSettings(settings))
+        {
+            return 0;
+        }
+        store.save(config);
+        conductor.log("group " + config.name + ": settings from " + config.peer + " kept for a switch: RPO target " +
+            io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs) + ", verify every " +
+            io.blockmover.replication.verify.VerifyInterval.format(config.verifyIntervalMs));
         return 1;
     }
 

@@ -268,6 +268,7 @@ final class GroupVerifies
         }
         handle.config.verifyIntervalMs = n.longValue();
         store.save(handle.config);
+        handle.settingsChanged();
         conductor.log("group " + name + ": scheduled verify " + VerifyInterval.format(n.longValue()));
         return handle.status();
     }

@@ -429,6 +429,7 @@ final class Groups implements AutoCloseable
         }
         handle.config.rpoTargetMs = rpoTargetMs(args);
         store.save(handle.config);
+        handle.settingsChanged();
         conductor.log("group " + name + ": RPO target " + (handle.config.rpoTargetMs == 0 ? "removed" :
             "set to " + io.blockmover.replication.group.RpoTarget.format(handle.config.rpoTargetMs)));
         return handle.status();
@@ -766,7 +767,7 @@ final class Groups implements AutoCloseable
             {
                 handle.open();
             }
-            if (adoptSettings(handle.config, open))
+            if (handle.config.adoptSettings(open))
             {
                 store.save(handle.config);
             }
@@ -790,7 +791,7 @@ final class Groups implements AutoCloseable
             final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_DESTINATION, peer,
                 GroupMode.parse(String.valueOf(open.get("mode"))), false, pairs,
                 ((Number)open.get("log_size")).longValue(), regionLength, System.currentTimeMillis());
-            adoptSettings(config, open);
+            config.adoptSettings(open);
             store.delete(name);
             handle = new DestinationGroupHandle(conductor, store, config);
             try
@@ -810,6 +811,7 @@ final class Groups implements AutoCloseable
         opened.put("held_lsn", handle.heldLsn());
         // Features this destination offers the source; an older one sends none, and the source then refuses them.
         opened.put("verify", true);
+        opened.put("settings", true);
         try
         {
             channel.sendJson(FrameType.OPENED, sessionId, opened);
@@ -821,22 +823,6 @@ final class Groups implements AutoCloseable
         final FrameConnection connection = channel.connection();
         handle.startSession(connection, sessionId);
         return opened;
-    }
-
-    /**
-     * Takes the source's group settings from its OPEN (a source older than this one sends none: keep what is here).
-     *
-     * @return whether a setting changed.
-     */
-    private static boolean adoptSettings(final GroupConfig config, final Map<String, Object> open)
-    {
-        final long rpoTargetMs = open.get("rpo_target_ms") instanceof Number n ? n.longValue() : config.rpoTargetMs;
-        final long verifyIntervalMs =
-            open.get("verify_interval_ms") instanceof Number n ? n.longValue() : config.verifyIntervalMs;
-        final boolean changed = rpoTargetMs != config.rpoTargetMs || verifyIntervalMs != config.verifyIntervalMs;
-        config.rpoTargetMs = rpoTargetMs;
-        config.verifyIntervalMs = verifyIntervalMs;
-        return changed;
     }
 
     /**
@@ -898,7 +884,7 @@ final class Groups implements AutoCloseable
             pairs.add(new GroupConfig.VolumePair((String)v.get("target"), (String)v.get("source"),
                 ((Number)v.get("size")).longValue()));
         }
-        adoptSettings(destination.config, open);
+        destination.config.adoptSettings(open);
         becomeSource(destination, pairs, false);
         conductor.log("group " + name + " switched: this host is now its source (LSN " + last + ")");
         final Map<String, Object> opened = new LinkedHashMap<>();

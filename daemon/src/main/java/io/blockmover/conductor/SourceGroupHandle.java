@@ -70,6 +70,7 @@ final class SourceGroupHandle
     private PeerDialer switchDialer;
     private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
     private boolean partnerVerifies;
+    private boolean partnerTakesSettings;
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -257,8 +258,27 @@ final class SourceGroupHandle
      */
     private void putSettings(final Map<String, Object> open)
     {
-        open.put("rpo_target_ms", config.rpoTargetMs);
-        open.put("verify_interval_ms", config.verifyIntervalMs);
+        open.putAll(config.settings());
+    }
+
+    /**
+     * The RPO target or the verify schedule changed here: a linked destination that takes SETTINGS gets them now,
+     * not only at the next session. Conductor thread.
+     */
+    void settingsChanged()
+    {
+        if (shipper != null && partnerTakesSettings)
+        {
+            try
+            {
+                shipper.sendSettings(com.fasterxml.jackson.jr.ob.JSON.std.asBytes(config.settings()));
+            }
+            catch (final java.io.IOException ex)
+            {
+                conductor.log("group " + config.name + ": settings not sent to " + config.peer + " (" +
+                    ex.getMessage() + "); it gets them when it next connects");
+            }
+        }
     }
 
     private void startConnect(final long nowNs)
@@ -316,6 +336,7 @@ final class SourceGroupHandle
     {
         final long held = ((Number)opened.get("held_lsn")).longValue();
         partnerVerifies = Boolean.TRUE.equals(opened.get("verify"));
+        partnerTakesSettings = Boolean.TRUE.equals(opened.get("settings"));
         final int sessionId = dialer.sessionId();
         final FrameConnection connection = dialer.takeConnection();
         final RecordLog log = group.log();

@@ -48,7 +48,12 @@ public enum FrameType
      * io.blockmover.replication.verify.VerifyRecord): sequence = the record's LSN, volume id and offset as in the
      * record, aux = bit i set when sub-block i differs, payload = job id and status.
      */
-    VERIFY_RESULT(17);
+    VERIFY_RESULT(17),
+    /**
+     * A group's settings changed on the source (JSON payload: rpo_target_ms, verify_interval_ms), for the destination
+     * to keep for when it becomes the source. Sent only to a destination that offered it in its OPENED.
+     */
+    SETTINGS(18);
 
     private static final FrameType[] BY_CODE = new FrameType[32];
 

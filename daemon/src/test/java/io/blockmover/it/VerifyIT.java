@@ -159,6 +159,20 @@ class VerifyIT
         assertTrue(ms >= 400, "a verify paced at 128 MiB/s took " + ms + " ms");
     }
 
+    private static long destinationSetting(final String key)
+    {
+        try
+        {
+            final Map<String, Object> group = JSON.std.mapFrom(java.nio.file.Files.readString(
+                testbed.dir.resolve("site-b").resolve("state").resolve("groups").resolve(NAME).resolve("group.json")));
+            return group.get(key) instanceof Number n ? n.longValue() : -1;
+        }
+        catch (final IOException ex)
+        {
+            return -1; // Being replaced at this moment: read again.
+        }
+    }
+
     @Test
     @Order(3)
     @SuppressWarnings("unchecked")
@@ -167,6 +181,9 @@ class VerifyIT
         final Map<String, Object> before = (Map<String, Object>)testbed.group("site-a", NAME).get("verify");
         final Object lastJob = before.get("last") instanceof Map<?, ?> last ? last.get("job") : null;
         testbed.cli("site-a", "verify", NAME, "--schedule", "1s").expect(0);
+        // The schedule belongs to the group: the linked destination keeps it at once (SETTINGS), for a failover.
+        Testbed.await("the destination to keep the schedule", 30, () ->
+            destinationSetting("verify_interval_ms") == 1000);
         try
         {
             Testbed.await("a scheduled verify", 30, () ->
@@ -182,6 +199,7 @@ class VerifyIT
         }
         final Map<String, Object> verify = (Map<String, Object>)testbed.group("site-a", NAME).get("verify");
         assertEquals("off", verify.get("interval"));
+        Testbed.await("the destination to drop the schedule", 30, () -> destinationSetting("verify_interval_ms") == 0);
         assertEquals("identical", ((Map<String, Object>)verify.get("last")).get("result"), verify.toString());
         Testbed.await("the scheduled verify to end", 30, () ->
             !((Map<String, Object>)testbed.group("site-a", NAME).get("verify")).containsKey("running"));

@@ -35,6 +35,34 @@ public final class GroupConfig
     public long rpoTargetMs;
     /** Scheduled verify (source only): run 'blockmover verify' this often, 0 = off. */
     public long verifyIntervalMs;
+
+    /**
+     * Takes the group's settings (RPO target, verify schedule) as the source sent them; a key that is missing
+     * (a source older than this one) keeps what is here.
+     *
+     * @param from the OPEN or SETTINGS fields.
+     * @return whether a setting changed.
+     */
+    public boolean adoptSettings(final java.util.Map<String, Object> from)
+    {
+        final long rpo = from.get("rpo_target_ms") instanceof Number n ? n.longValue() : rpoTargetMs;
+        final long verify = from.get("verify_interval_ms") instanceof Number n ? n.longValue() : verifyIntervalMs;
+        final boolean changed = rpo != rpoTargetMs || verify != verifyIntervalMs;
+        rpoTargetMs = rpo;
+        verifyIntervalMs = verify;
+        return changed;
+    }
+
+    /**
+     * @return the settings that travel with the group to its destination (OPEN, SETTINGS).
+     */
+    public java.util.Map<String, Object> settings()
+    {
+        final java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
+        m.put("rpo_target_ms", rpoTargetMs);
+        m.put("verify_interval_ms", verifyIntervalMs);
+        return m;
+    }
     /** Source only: writes through the NBD exports refused by 'group freeze' (a cluster demoted it). */
     public boolean frozen;
 

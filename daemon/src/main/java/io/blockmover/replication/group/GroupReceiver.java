@@ -52,6 +52,10 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private final FrameHeader receiveHeader = new FrameHeader();
     private final FrameHeader sendHeader = new FrameHeader();
     private final ByteBuffer errorPayload = ByteBuffer.allocateDirect(1024);
+    private final ByteBuffer settingsPayload =
+        ByteBuffer.allocateDirect(io.blockmover.protocol.FrameDescriptor.MAX_CONTROL_PAYLOAD);
+    private final java.util.concurrent.atomic.AtomicReference<java.util.Map<String, Object>> settings =
+        new java.util.concurrent.atomic.AtomicReference<>();
     private boolean haveHeader;
     private ByteBuffer claim;
     private long appendedLsn;
@@ -222,9 +226,17 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 case HEARTBEAT -> group.sourceState(receiveHeader.sequence(),
                     (receiveHeader.aux() & HEARTBEAT_CLEAN) != 0);
                 case CLOSE -> status.complete();
+                case SETTINGS ->
+                {
+                    if (!receiveSettings())
+                    {
+                        return work;
+                    }
+                }
                 default -> throw refuse("unexpected " + receiveHeader.type());
             }
-            if (receiveHeader.type() != FrameType.RECORD && receiveHeader.payloadLength() != 0)
+            if (receiveHeader.type() != FrameType.RECORD && receiveHeader.type() != FrameType.SETTINGS &&
+                receiveHeader.payloadLength() != 0)
             {
                 throw refuse(receiveHeader.type() + " with a payload");
             }
@@ -233,6 +245,49 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             work++;
         }
         return work;
+    }
+
+    /**
+     * The source's group settings changed: kept for the conductor, which saves them with the group.
+     *
+     * @return whether the frame is complete.
+     */
+    @SuppressWarnings("unchecked")
+    private boolean receiveSettings() throws IOException
+    {
+        if (receiveHeader.payloadLength() > settingsPayload.capacity())
+        {
+            throw refuse("SETTINGS of " + receiveHeader.payloadLength() + " bytes");
+        }
+        if (settingsPayload.position() == 0 && settingsPayload.limit() == settingsPayload.capacity())
+        {
+            settingsPayload.limit(receiveHeader.payloadLength());
+        }
+        if (!connection.receivePayload(settingsPayload))
+        {
+            return false;
+        }
+        settingsPayload.flip();
+        final byte[] json = new byte[settingsPayload.remaining()];
+        settingsPayload.get(json);
+        settingsPayload.clear();
+        final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        crc.update(json);
+        if ((int)crc.getValue() != receiveHeader.payloadCrc())
+        {
+            throw refuse("SETTINGS payload CRC mismatch");
+        }
+        settings.set((java.util.Map<String, Object>)(java.util.Map<?, ?>)
+            com.fasterxml.jackson.jr.ob.JSON.std.mapFrom(json));
+        return true;
+    }
+
+    /**
+     * @return settings the source sent since the last call, or null. Conductor thread.
+     */
+    public java.util.Map<String, Object> takeSettings()
+    {
+        return settings.getAndSet(null);
     }
 
     /**

@@ -48,6 +48,10 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private final ByteBuffer receivePayload =
         ByteBuffer.allocateDirect(FrameDescriptor.MAX_CONTROL_PAYLOAD);
     private boolean receivingPayload;
+    // Settings the conductor hands over (group set, verify schedule) for the next send; rare, so allocation is fine.
+    private final java.util.concurrent.atomic.AtomicReference<byte[]> pendingSettings =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    private final ByteBuffer settingsPayload = ByteBuffer.allocateDirect(FrameDescriptor.MAX_CONTROL_PAYLOAD);
     private long sentLsn;
     private long flushSentLsn;
     private long acked;
@@ -303,7 +307,11 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         while (connection.flush())
         {
             final long flushWanted = group.flushWantedLsn();
-            if (flushWanted > flushSentLsn && sentLsn >= flushWanted)
+            if (pendingSettings.get() != null)
+            {
+                sendSettingsNow(pendingSettings.getAndSet(null));
+            }
+            else if (flushWanted > flushSentLsn && sentLsn >= flushWanted)
             {
                 sendHeader.reset(FrameType.FLUSH).sessionId(sessionId).sequence(flushWanted).seal();
                 connection.startSend(sendHeader, null);
@@ -359,6 +367,32 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         return work;
     }
 
+    /**
+     * Sends the group's settings to the destination at the next chance. Any thread.
+     *
+     * @param json the settings, as JSON.
+     */
+    public void sendSettings(final byte[] json)
+    {
+        if (json.length > FrameDescriptor.MAX_CONTROL_PAYLOAD)
+        {
+            throw new IllegalArgumentException("settings of " + json.length + " bytes do not fit a control frame");
+        }
+        pendingSettings.set(json);
+        connection.wakeup();
+    }
+
+    private void sendSettingsNow(final byte[] json)
+    {
+        settingsPayload.clear();
+        settingsPayload.put(json).flip();
+        final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        crc.update(settingsPayload.duplicate());
+        sendHeader.reset(FrameType.SETTINGS).sessionId(sessionId).payloadLength(json.length)
+            .payloadCrc((int)crc.getValue()).seal();
+        connection.startSend(sendHeader, settingsPayload);
+    }
+
     private boolean rateLimited(final long nowNs)
     {
         final boolean limited = rateLimit != null && !rateLimit.isAvailable(nowNs);
@@ -380,7 +414,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         // writable is the work then. Saying yes here spun the shipper on failing writev and read calls while a
         // large write's records filled the socket (3 ms of CPU per MiB shipped).
         return !connection.isSendPending() &&
-            ((!throttled && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn);
+            ((!throttled && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn ||
+            pendingSettings.get() != null);
     }
 
     /**

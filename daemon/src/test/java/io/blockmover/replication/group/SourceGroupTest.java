@@ -285,6 +285,17 @@ class SourceGroupTest
     }
 
     /**
+     * @return a shipper over a connection that never answers, on the given clock, started.
+     */
+    private Shipper startedShipperWithAckTimeout(final long[] now, final long ackTimeoutNs)
+    {
+        final Shipper shipper = new Shipper(group, new NullFrameConnection(), 1, 0, false, () -> now[0], 1000,
+            Long.MAX_VALUE, ackTimeoutNs);
+        shipper.onStart();
+        return shipper;
+    }
+
+    /**
      * A sync partner that stays alive yet acknowledges nothing (its log full, its disk failing) would hold a sync
      * write for ever: after ack.timeout the shipper drops it, and the write goes on. Time without records to
      * acknowledge does not count.
@@ -294,9 +305,7 @@ class SourceGroupTest
     {
         group = open(GroupMode.SYNC, 1L << 20);
         final long[] now = {0};
-        final Shipper shipper =
-            new Shipper(group, new NullFrameConnection(), 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE, 5_000);
-        shipper.onStart();
+        final Shipper shipper = startedShipperWithAckTimeout(now, 5_000);
         now[0] += 10_000;
         shipper.doWork();
         assertTrue(shipper.status().isRunning(), "nothing sent, nothing to acknowledge");
@@ -343,9 +352,7 @@ class SourceGroupTest
     {
         group = open(GroupMode.ASYNC, 1L << 20);
         final long[] now = {0};
-        final Shipper shipper =
-            new Shipper(group, new NullFrameConnection(), 1, 0, false, () -> now[0], 1000, Long.MAX_VALUE, 5_000);
-        shipper.onStart();
+        final Shipper shipper = startedShipperWithAckTimeout(now, 5_000);
         group.export(0).write(0, pattern(1, 4096), 4096, false);
         shipper.doWork();
         now[0] += 60_000;
