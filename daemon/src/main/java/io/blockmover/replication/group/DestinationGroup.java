@@ -53,6 +53,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long recordsApplied;
     private volatile String failure;
     private volatile long applyFailures;
+    // The receiver forces the log for what it receives, the applier for the head it released while the receiver
+    // has nothing to force: one at a time.
+    private final Object forceLock = new Object();
+    private long releasedNs;
     /** After a failed apply or force, when the applier tries again. */
     private final RetryBackoff retry = new RetryBackoff();
     // VERIFY records through this LSN were checked and answered before a failure; a retry applies them again
@@ -326,6 +330,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 forceAndRelease();
                 work++;
             }
+            if (appliedPosition < 0 && cursor.nextPosition() == log.tailPosition() && releasedNs != 0 &&
+                nowNs - releasedNs >= forceIntervalNs)
+            {
+                work += persistReleasedHead();
+            }
             final long clean = cleanLsn;
             if (durable.cleanThroughLsn() == DurableConsistency.INCONSISTENT && isCleanAfter(clean))
             {
@@ -354,6 +363,38 @@ public final class DestinationGroup implements Agent, AutoCloseable
             retry.succeeded(); // Everything applied since the last failure is forced.
         }
         return work;
+    }
+
+    /**
+     * Forces the log's header when everything received is applied and released but the receiver had nothing
+     * more to force since (it persists the head with its own forces while records arrive). Otherwise a restart
+     * replays, and a failover waits for, everything applied since the receiver's last force: up to flush.bytes.
+     *
+     * @return 1 when it forced.
+     */
+    private int persistReleasedHead()
+    {
+        synchronized (forceLock)
+        {
+            releasedNs = 0;
+            if (log.isHeadPersisted())
+            {
+                return 0;
+            }
+            log.force();
+            return 1;
+        }
+    }
+
+    /**
+     * Forces the log (the receiver's thread): records received and the head released so far become durable.
+     */
+    public void forceLog()
+    {
+        synchronized (forceLock)
+        {
+            log.force();
+        }
     }
 
     private static String hint(final Exception ex)
@@ -470,6 +511,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             log.release(appliedPosition);
             appliedPosition = -1;
+            releasedNs = clock.nanoTime();
         }
     }
 

@@ -305,7 +305,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                     throw refuse("record LSN " + lsn + " after " + appendedLsn + ": a record is missing");
                 }
                 // Start over once the applier has applied and released everything of the old sequence.
-                log.force();
+                group.forceLog();
                 if (!log.isEmpty())
                 {
                     return false;
@@ -330,7 +330,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             if (claim == null)
             {
                 // Space the applier released becomes reusable only once the log's head is forced.
-                log.force();
+                group.forceLog();
                 claim = log.claim(length);
                 if (claim == null)
                 {
@@ -416,7 +416,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private void forceAndAnswer(final long nowNs) throws IOException
     {
         final long startNs = clock.nanoTime();
-        log.force();
+        group.forceLog();
         group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
         unforcedBytes = 0;
         durableLsn = appendedLsn;

@@ -503,6 +503,15 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
+     * @return whether the released head is on disk (as of the last force). Call from the thread that forces, or
+     * under the lock that serializes forces.
+     */
+    public boolean isHeadPersisted()
+    {
+        return headPosition.get() == persistedHeadPosition;
+    }
+
+    /**
      * @param recordPosition of a committed DATA record.
      * @return its flags, read with acquire semantics.
      */

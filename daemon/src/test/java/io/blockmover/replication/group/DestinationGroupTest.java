@@ -133,6 +133,28 @@ class DestinationGroupTest
         assertEquals(5, durableClean());
     }
 
+    /**
+     * Once everything received is applied and released, and no record arrives to make the receiver force the log,
+     * the applier forces the log's header itself: a restart then replays nothing, and a failover does not wait.
+     */
+    @Test
+    void shouldPersistTheReleasedHeadWhenIdleSoThatARestartReplaysNothing() throws Exception
+    {
+        apply(0, 0);
+        apply(REGION, 0);
+        apply(2 * REGION, 0);
+        settle();
+        assertEquals(4, log.headLsn(), "applied, forced and released in memory");
+        nowNs[0] += 2_000_000;
+        group.doWork();
+        // What a daemon killed now (no clean close, which would force the log) finds when it starts again.
+        try (RecordLog afterKill = RecordLog.open(dir.resolve("log"), 4L << 20, REGION))
+        {
+            assertEquals(4, afterKill.headLsn(), "the released head is on disk");
+            assertTrue(afterKill.isEmpty(), "nothing to replay");
+        }
+    }
+
     @Test
     void shouldKeepTheAnswerAcrossARestartWithoutTheSource() throws Exception
     {
