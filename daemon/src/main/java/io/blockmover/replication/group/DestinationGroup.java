@@ -348,6 +348,13 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 work++;
             }
         }
+        catch (final DamagedRecordException ex)
+        {
+            // Reading it again gives the same bytes: no retry, and no message that promises one.
+            applyFailures++;
+            retry.never();
+            failure = "cannot apply LSN " + cursor.lsn() + ": " + ex.getMessage();
+        }
         catch (final IOException | UncheckedIOException ex)
         {
             // The records stay in the log (nothing is released before its volume is forced), so a volume that ran
@@ -397,6 +404,19 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
     }
 
+    /**
+     * A record whose payload no longer matches its CRC in the log: not a passing disk condition.
+     */
+    static final class DamagedRecordException extends IOException
+    {
+        private static final long serialVersionUID = 1L;
+
+        DamagedRecordException(final String message)
+        {
+            super(message);
+        }
+    }
+
     private static String hint(final Exception ex)
     {
         final String message = String.valueOf(ex.getMessage());
@@ -432,8 +452,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
         if ((int)crc.getValue() != cursor.payloadCrc())
         {
             // Checked on arrival and again here: a record damaged in the log is never applied.
-            throw new IOException("record damaged in the log (checksum mismatch): the destination stops applying " +
-                "here; delete and recreate the group to resend everything");
+            throw new DamagedRecordException("record damaged in the log (checksum mismatch): the destination " +
+                "stops applying here; delete and recreate the group to resend everything");
         }
         if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
         {

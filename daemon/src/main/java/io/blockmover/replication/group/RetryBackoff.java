@@ -13,6 +13,7 @@ final class RetryBackoff
 
     private long delayNs = FIRST_NS;
     private long dueNs;
+    private boolean never;
 
     /**
      * Records a failure now.
@@ -34,7 +35,15 @@ final class RetryBackoff
      */
     long untilDueNs(final long nowNs)
     {
-        return dueNs - nowNs;
+        return never ? Long.MAX_VALUE : dueNs - nowNs;
+    }
+
+    /**
+     * A failure that no retry can cure: the next try is never due.
+     */
+    void never()
+    {
+        never = true;
     }
 
     /**

@@ -14,6 +14,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import io.blockmover.io.Volume;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.log.RecordLogDescriptor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -153,6 +154,30 @@ class DestinationGroupTest
             assertEquals(4, afterKill.headLsn(), "the released head is on disk");
             assertTrue(afterKill.isEmpty(), "nothing to replay");
         }
+    }
+
+    /**
+     * A record whose bytes in the log no longer match their CRC is never applied, and never retried either:
+     * reading it again gives the same bytes (a full or failing volume is retried; this is not that).
+     */
+    @Test
+    void shouldStopForGoodAtARecordDamagedInTheLog() throws Exception
+    {
+        final long position = log.tryAppend(++lsn, 0, 0, 0, payload, 0, payload.capacity());
+        try (java.nio.channels.FileChannel file = java.nio.channels.FileChannel.open(dir.resolve("log"),
+            java.nio.file.StandardOpenOption.WRITE))
+        {
+            final long payloadAt = RecordLogDescriptor.FILE_HEADER_LENGTH + position +
+                RecordLogDescriptor.RECORD_HEADER_LENGTH;
+            file.write(ByteBuffer.wrap(new byte[] {0x5a}), payloadAt + 10);
+        }
+        group.doWork();
+        assertTrue(group.failure().contains("damaged in the log"), group.failure());
+        assertFalse(group.failure().contains("tried again"), group.failure());
+        nowNs[0] += 3_600_000_000_000L;
+        group.doWork();
+        assertEquals(1, group.applyFailures(), "not retried");
+        assertEquals(0, group.appliedLsn(), "never applied");
     }
 
     @Test
