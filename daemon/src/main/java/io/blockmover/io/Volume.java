@@ -347,6 +347,25 @@ public final class Volume implements AutoCloseable
     }
 
     /**
+     * @param ex an error from a volume's I/O.
+     * @return whether it says the volume's file system (or thin pool, or quota) is out of space: a condition the
+     * operator can cure, unlike a failing disk.
+     */
+    public static boolean isOutOfSpace(final Throwable ex)
+    {
+        for (Throwable t = ex; t != null; t = t.getCause())
+        {
+            final String message = t.getMessage();
+            if (message != null && (message.contains("No space left on device") ||
+                message.contains("Disk quota exceeded")))
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
      * Writes like {@link #write(long, ByteBuffer, int)} but through the page cache: returns once the bytes are
      * copied, and the kernel writes them back many at a time (or {@link #force()} does). For a writer that issues
      * one write at a time and forces in batches anyway, the destination's applier: a synchronous O_DIRECT write

@@ -122,6 +122,30 @@ public final class FrameHeader
         return this;
     }
 
+    /**
+     * Sets the length and CRC32C of a small control payload (its position..limit), which is left as it was.
+     *
+     * @param payload the payload to send.
+     * @return this.
+     */
+    public FrameHeader controlPayload(final ByteBuffer payload)
+    {
+        crc32c.reset();
+        crc32c.update(payload.duplicate());
+        return payloadLength(payload.remaining()).payloadCrc((int)crc32c.getValue());
+    }
+
+    /**
+     * @param payload a received payload (its position..limit), left as it was.
+     * @return whether its CRC32C is the one this header carries.
+     */
+    public boolean payloadMatches(final ByteBuffer payload)
+    {
+        crc32c.reset();
+        crc32c.update(payload.duplicate());
+        return (int)crc32c.getValue() == payloadCrc();
+    }
+
     public FrameHeader aux(final long aux)
     {
         buffer.putLong(AUX_OFFSET, aux);

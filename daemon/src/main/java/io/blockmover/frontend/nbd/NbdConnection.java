@@ -740,7 +740,9 @@ final class NbdConnection implements Runnable
             }
             catch (final IOException | RuntimeException ex)
             {
-                request.error = isOutOfSpace(ex) ? NBD_ENOSPC : NBD_EIO;
+                // Out of space is ENOSPC to the client, not EIO: qemu's default werror=enospc then pauses the guest
+                // until the admin adds space, where EIO would reach the guest's file system as a failed disk.
+                request.error = io.blockmover.io.Volume.isOutOfSpace(ex) ? NBD_ENOSPC : NBD_EIO;
                 ioFailed(request, ex);
             }
         }
@@ -748,25 +750,6 @@ final class NbdConnection implements Runnable
         {
             server.error();
         }
-    }
-
-    /**
-     * A volume out of space (a thin pool or a sparse file's file system full) is ENOSPC to the client, not EIO:
-     * qemu's default werror=enospc then pauses the guest until the admin adds space, where EIO would reach the
-     * guest's file system as a failed disk.
-     */
-    static boolean isOutOfSpace(final Throwable ex)
-    {
-        for (Throwable t = ex; t != null; t = t.getCause())
-        {
-            final String message = t.getMessage();
-            if (message != null && (message.contains("No space left on device") ||
-                message.contains("Disk quota exceeded")))
-            {
-                return true;
-            }
-        }
-        return false;
     }
 
     private void ioFailed(final NbdRequest request, final Exception ex)

@@ -419,8 +419,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
 
     private static String hint(final Exception ex)
     {
-        final String message = String.valueOf(ex.getMessage());
-        if (message.contains("No space left") || message.contains("Disk quota exceeded"))
+        if (Volume.isOutOfSpace(ex))
         {
             return " (free space on the file system or thin pool that holds it)";
         }

@@ -2,7 +2,6 @@ package io.blockmover.replication.group;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.util.zip.CRC32C;
 
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.AgentTerminationException;
@@ -210,6 +209,14 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 {
                     throw refuse("frame of session " + receiveHeader.sessionId() + " on session " + sessionId);
                 }
+                if (receiveHeader.type() == FrameType.SETTINGS)
+                {
+                    if (receiveHeader.payloadLength() > settingsPayload.capacity())
+                    {
+                        throw refuse("SETTINGS of " + receiveHeader.payloadLength() + " bytes");
+                    }
+                    settingsPayload.clear().limit(receiveHeader.payloadLength());
+                }
                 haveHeader = true;
                 lastReceiveNs = nowNs;
             }
@@ -255,28 +262,17 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     @SuppressWarnings("unchecked")
     private boolean receiveSettings() throws IOException
     {
-        if (receiveHeader.payloadLength() > settingsPayload.capacity())
-        {
-            throw refuse("SETTINGS of " + receiveHeader.payloadLength() + " bytes");
-        }
-        if (settingsPayload.position() == 0 && settingsPayload.limit() == settingsPayload.capacity())
-        {
-            settingsPayload.limit(receiveHeader.payloadLength());
-        }
         if (!connection.receivePayload(settingsPayload))
         {
             return false;
         }
         settingsPayload.flip();
-        final byte[] json = new byte[settingsPayload.remaining()];
-        settingsPayload.get(json);
-        settingsPayload.clear();
-        final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
-        crc.update(json);
-        if ((int)crc.getValue() != receiveHeader.payloadCrc())
+        if (!receiveHeader.payloadMatches(settingsPayload))
         {
             throw refuse("SETTINGS payload CRC mismatch");
         }
+        final byte[] json = new byte[settingsPayload.remaining()];
+        settingsPayload.get(json);
         settings.set((java.util.Map<String, Object>)(java.util.Map<?, ?>)
             com.fasterxml.jackson.jr.ob.JSON.std.mapFrom(json));
         return true;
@@ -450,10 +446,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 final int n = Math.min(payload.length, errorPayload.capacity());
                 errorPayload.clear();
                 errorPayload.put(payload, 0, n).flip();
-                final CRC32C crc = new CRC32C();
-                crc.update(errorPayload.duplicate());
-                sendHeader.reset(FrameType.ERROR).sessionId(sessionId).payloadLength(n)
-                    .payloadCrc((int)crc.getValue()).seal();
+                sendHeader.reset(FrameType.ERROR).sessionId(sessionId).controlPayload(errorPayload).seal();
                 connection.startSend(sendHeader, errorPayload);
                 connection.flush();
             }

@@ -386,10 +386,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     {
         settingsPayload.clear();
         settingsPayload.put(json).flip();
-        final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
-        crc.update(settingsPayload.duplicate());
-        sendHeader.reset(FrameType.SETTINGS).sessionId(sessionId).payloadLength(json.length)
-            .payloadCrc((int)crc.getValue()).seal();
+        sendHeader.reset(FrameType.SETTINGS).sessionId(sessionId).controlPayload(settingsPayload).seal();
         connection.startSend(sendHeader, settingsPayload);
     }
 
