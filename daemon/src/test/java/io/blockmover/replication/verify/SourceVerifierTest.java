@@ -7,7 +7,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.agrona.BufferUtil;
@@ -41,6 +41,7 @@ class SourceVerifierTest
     private static final int REGION = 256 * 1024;
     private static final int SUB = 64 * 1024;
     private static final long VOLUME_SIZE = 4L * 1024 * 1024;
+    private static final int WRITES = 600;
 
     @TempDir
     Path dir;
@@ -76,7 +77,8 @@ class SourceVerifierTest
         final VerifyRecord record = new VerifyRecord();
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
         final ByteBuffer payload = ByteBuffer.allocateDirect(VerifyRecord.MAX_LENGTH);
-        final AtomicBoolean stop = new AtomicBoolean();
+        final AtomicInteger written = new AtomicInteger();
+        final AtomicInteger verified = new AtomicInteger();
         final AtomicReference<Throwable> failed = new AtomicReference<>();
         // Writes straddle regions 1 and 2 and land all over both, as fast as they can.
         final Thread writer = new Thread(() ->
@@ -84,14 +86,21 @@ class SourceVerifierTest
             final ByteBuffer data = BufferUtil.allocateDirectAligned(8192, Slab.ALIGNMENT);
             try
             {
-                for (int i = 0; i < 2000 && !stop.get(); i++)
+                for (int i = 0; i < WRITES; i++)
                 {
+                    // Halfway, wait for one verify: however the two threads are scheduled, at least one verify
+                    // is logged between writes to the regions it covers.
+                    while (i == WRITES / 2 && verified.get() == 0)
+                    {
+                        Thread.onSpinWait();
+                    }
                     for (int j = 0; j < 8192; j++)
                     {
                         data.put(j, (byte)(i * 13 + j));
                     }
                     final long offset = REGION + (long)((i * 7919) % (2 * REGION / 4096 - 1)) * 4096;
                     group.export(0).write(offset, data, 8192, false);
+                    written.incrementAndGet();
                 }
             }
             catch (final Throwable ex)
@@ -99,17 +108,28 @@ class SourceVerifierTest
                 failed.set(ex);
             }
         });
+        writer.setDaemon(true);
         writer.start();
+        // One verify after each step the writer makes, however fast or slow either side runs on this machine,
+        // so the two always interleave and the log never fills with verifies alone.
         int verifies = 0;
-        while (writer.isAlive() && verifies < 200)
+        int seen = 0;
+        while (writer.isAlive())
         {
+            final int now = written.get();
+            if (now == seen)
+            {
+                Thread.onSpinWait();
+                continue;
+            }
+            seen = now;
             final long region = 1 + verifies % 2;
             final long lsn = group.appendFencedRegion(0, region, regionBuffer, payload, VerifyRecord.RECORD_VERIFY,
                 (data, length, out) -> record.encode(1, data, length, SUB, out));
             assertTrue(lsn > 0, "appended: " + lsn);
             verifies++;
+            verified.set(verifies);
         }
-        stop.set(true);
         writer.join();
         assertNull(failed.get());
         // Replay the log onto an image of the volume as the destination would: at each VERIFY record the image
@@ -119,6 +139,7 @@ class SourceVerifierTest
         cursor.position(group.log().headPosition());
         int checked = 0;
         int writes = 0;
+        int verifiesBetweenWrites = 0;
         long lastLsn = 0;
         final ByteBuffer imageRegion = ByteBuffer.allocateDirect(REGION);
         while (cursor.next())
@@ -132,6 +153,10 @@ class SourceVerifierTest
                 assertEquals(0, record.compare(p, imageRegion), "VERIFY at LSN " + cursor.lsn() + " of region " +
                     cursor.offset() / REGION + " does not match the writes logged before it");
                 checked++;
+                if (writes > 0 && writes < WRITES)
+                {
+                    verifiesBetweenWrites++;
+                }
             }
             else
             {
@@ -140,7 +165,8 @@ class SourceVerifierTest
             }
         }
         assertEquals(verifies, checked);
-        assertTrue(writes > 100, "only " + writes + " writes ran alongside the verifies");
+        assertEquals(WRITES, writes);
+        assertTrue(verifiesBetweenWrites >= 1, "no verify fell between two writes: " + verifies + " verifies");
         assertArrayEquals(image, Files.readAllBytes(dir.resolve("volume.img")), "replaying the log gives the volume");
     }
 
