@@ -304,6 +304,13 @@ final class GroupCommand implements Callable<Integer>
         {
             System.out.println(line);
         }
+        final long damaged = g.get("checksum_failures") instanceof Number n ? n.longValue() : 0;
+        final long unreadable = g.get("frame_errors") instanceof Number n ? n.longValue() : 0;
+        if (damaged + unreadable > 0)
+        {
+            System.out.println("  link errors: " + damaged + " records damaged, " + unreadable + " frames unreadable " +
+                "(each ended its session and was sent again; many point at a faulty NIC, cable or memory)");
+        }
     }
 
     static long rpoTargetMs(final String text)

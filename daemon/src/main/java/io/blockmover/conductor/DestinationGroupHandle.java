@@ -11,6 +11,7 @@ import org.agrona.concurrent.AgentRunner;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.cnc.SystemCounter;
 import io.blockmover.frontend.nbd.ExportRegistry;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.group.DestinationGroup;
@@ -142,7 +143,10 @@ final class DestinationGroupHandle
         return group.log().tailLsn();
     }
 
-    void startSession(final FrameConnection connection, final int sessionId)
+    /**
+     * @param resend whether the source resends a record this side got damaged (NACK) instead of reconnecting.
+     */
+    void startSession(final FrameConnection connection, final int sessionId, final boolean resend)
     {
         if (receiver != null)
         {
@@ -152,7 +156,12 @@ final class DestinationGroupHandle
         transport = connection.transportName();
         receiver = new GroupReceiver(group, connection, sessionId, conductor.clock(),
             conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(), conductor.ctx().flushBytes(),
-            conductor.ctx().flushIntervalNs());
+            conductor.ctx().flushIntervalNs(), conductor.cnc().counter(SystemCounter.PAYLOAD_CRC_ERRORS),
+            conductor.cnc().counter(SystemCounter.FRAME_ERRORS));
+        if (resend)
+        {
+            receiver.askForResends();
+        }
         // No spins, as for the source's shipper: a spin is a failed read system call.
         receiverRunner = conductor.newRunner(receiver, new ConnectionIdleStrategy(connection, receiver, 0));
         AgentRunner.startOnThread(receiverRunner);
@@ -365,12 +374,15 @@ final class DestinationGroupHandle
             s.put("records_applied", group.recordsApplied());
             s.put("apply_failures", group.applyFailures());
             s.put("consistent", group.isConsistent());
+            // Since the daemon started, over all sessions: each damaged record or frame ends its session, so a
+            // per-session count would read 0 again a moment later.
+            s.put("checksum_failures", group.damagedRecords());
+            s.put("frame_errors", group.badFrames());
             // Survives restarts and needs no source: what a failover ('switch --force') checks.
             s.put("consistent_through_lsn", group.durableCleanLsn());
             if (receiver != null)
             {
                 s.put("records_received", receiver.recordsReceived());
-                s.put("checksum_failures", receiver.checksumFailures());
                 s.put("bytes_received", receiver.connection().bytesReceived());
                 s.put("bytes_sent", receiver.connection().bytesSent());
             }

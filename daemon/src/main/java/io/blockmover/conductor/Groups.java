@@ -821,7 +821,7 @@ final class Groups implements AutoCloseable
             throw new BlockmoverException(ErrorCode.PEER_UNREACHABLE, "cannot answer " + peer + ": " + ex, ex);
         }
         final FrameConnection connection = channel.connection();
-        handle.startSession(connection, sessionId);
+        handle.startSession(connection, sessionId, Boolean.TRUE.equals(open.get("resend")));
         return opened;
     }
 

@@ -13,6 +13,7 @@ import org.agrona.concurrent.BackoffIdleStrategy;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.cnc.SystemCounter;
 import io.blockmover.control.ControlServer;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.DirtyBitmap;
@@ -295,6 +296,8 @@ final class SourceGroupHandle
         open.put("volumes", vols);
         open.put("log_size", config.logSize);
         open.put("region_length", config.regionLength);
+        // This shipper resends from a record its partner got damaged (NACK), so the session need not end.
+        open.put("resend", true);
         putSettings(open);
         try
         {
@@ -356,6 +359,7 @@ final class SourceGroupHandle
         shipper = new Shipper(group, connection, sessionId, restart ? group.log().tailLsn() : held, restart,
             conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.ctx().ackTimeoutNs());
+        shipper.countFrameErrorsIn(conductor.cnc().counter(SystemCounter.FRAME_ERRORS));
         if (config.mode == GroupMode.ASYNC)
         {
             shipper.rateLimit(conductor.peerRates().bucket(config.peer));

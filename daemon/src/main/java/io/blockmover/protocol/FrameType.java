@@ -17,7 +17,10 @@ public enum FrameType
     CHUNK(5),
     /** The chunk named by sequence is written on the destination (not yet durable); returns one credit. */
     ACK(6),
-    /** The chunk named by sequence arrived damaged; resend it; returns one credit. */
+    /**
+     * The chunk named by sequence arrived damaged; resend it; returns one credit. For a group: the record with LSN =
+     * sequence arrived damaged; send the log again from it (the destination drops what comes before it).
+     */
     NACK(7),
     /** Extra credits granted by the receiver (aux = number of credits). */
     CREDIT(8),

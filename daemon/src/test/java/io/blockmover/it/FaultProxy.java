@@ -59,6 +59,10 @@ final class FaultProxy implements AutoCloseable
                 final Socket client = server.accept();
                 final Socket upstream = new Socket();
                 upstream.connect(target, 5000);
+                // As the daemons do: with Nagle, each small frame (a record of a QD1 writer, its ACK) could wait
+                // for the previous one's delayed ACK, tens of milliseconds each.
+                client.setTcpNoDelay(true);
+                upstream.setTcpNoDelay(true);
                 synchronized (sockets)
                 {
                     sockets.add(client);

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 
 import org.HdrHistogram.ConcurrentHistogram;
@@ -53,6 +54,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long recordsApplied;
     private volatile String failure;
     private volatile long applyFailures;
+    /** Records that arrived damaged (payload CRC), over all sessions: each one ended its session. */
+    final AtomicLong damagedRecords = new AtomicLong();
+    /** Frames that arrived unreadable (header CRC, magic, length), over all sessions: each one ended its session. */
+    final AtomicLong badFrames = new AtomicLong();
     // The receiver forces the log for what it receives, the applier for the head it released while the receiver
     // has nothing to force: one at a time.
     private final Object forceLock = new Object();
@@ -161,6 +166,22 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public long applyFailures()
     {
         return applyFailures;
+    }
+
+    /**
+     * @return records that arrived damaged (CRC32C mismatch) since the daemon started, over all sessions.
+     */
+    public long damagedRecords()
+    {
+        return damagedRecords.get();
+    }
+
+    /**
+     * @return frames that arrived unreadable (header CRC, magic, length) since the daemon started, over all sessions.
+     */
+    public long badFrames()
+    {
+        return badFrames.get();
     }
 
     /**

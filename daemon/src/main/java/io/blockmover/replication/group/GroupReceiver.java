@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.AgentTerminationException;
 import org.agrona.concurrent.NanoClock;
+import org.agrona.concurrent.status.AtomicCounter;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.pipeline.SessionStatus;
@@ -36,6 +37,13 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
      * failing disk), so the source shows it long before the log fills.
      */
     public static final int PARTNER_APPLY_FAILING = 2;
+    /**
+     * A record that arrives damaged is asked for again this many times in one session (NACK); if it is still
+     * damaged, the session ends. A payload damaged in the source's own log would never arrive whole. Each NACK
+     * costs what was in flight behind the record; a reconnect costs that too, and degrades a sync group meanwhile.
+     */
+    static final int MAX_NACKS_PER_RECORD = 8;
+    private static final int DISCARD_BUFFER_BYTES = 64 * 1024;
 
     private final DestinationGroup group;
     private final FrameConnection connection;
@@ -58,6 +66,14 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private boolean haveHeader;
     private ByteBuffer claim;
     private long appendedLsn;
+    // After a NACK: the LSN asked for again, until it arrives (0: none). Records sent before the source rewound,
+    // the ones after the damaged record, are read and dropped meanwhile.
+    private boolean askForResends;
+    private long nackedLsn;
+    private int nacksOfRecord;
+    private boolean nackPending;
+    private int discardRemaining = -1;
+    private ByteBuffer discardBuffer;
     private long ackedLsn;
     private long durableLsn;
     private long flushWanted;
@@ -67,12 +83,19 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private long lastReceiveNs;
     private volatile long recordsReceived;
     private volatile boolean sleeping;
-    private volatile long checksumFailures;
+    private final AtomicCounter crcErrors;
+    private final AtomicCounter frameErrors;
 
+    /**
+     * @param crcErrors   the daemon's count of payloads that arrived damaged.
+     * @param frameErrors the daemon's count of frames that arrived unreadable.
+     */
     public GroupReceiver(final DestinationGroup group, final FrameConnection connection, final int sessionId,
         final NanoClock clock, final long heartbeatIntervalNs, final long peerTimeoutNs, final long forceBytes,
-        final long forceIntervalNs)
+        final long forceIntervalNs, final AtomicCounter crcErrors, final AtomicCounter frameErrors)
     {
+        this.crcErrors = crcErrors;
+        this.frameErrors = frameErrors;
         this.group = group;
         this.connection = connection;
         this.sessionId = sessionId;
@@ -91,6 +114,15 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         this.lastReceiveNs = now;
     }
 
+    /**
+     * The source understands NACK (it offered "resend" in its OPEN): a damaged record is asked for again instead of
+     * ending the session. Conductor thread, before the receiver starts.
+     */
+    public void askForResends()
+    {
+        askForResends = true;
+    }
+
     public SessionStatus status()
     {
         return status;
@@ -104,11 +136,6 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     public long recordsReceived()
     {
         return recordsReceived;
-    }
-
-    public long checksumFailures()
-    {
-        return checksumFailures;
     }
 
     @Override
@@ -203,6 +230,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 final String problem = receiveHeader.validate(log.maxRecordLength());
                 if (problem != null)
                 {
+                    frameErrors.increment();
+                    group.badFrames.incrementAndGet();
                     throw refuse("bad frame: " + problem);
                 }
                 if (receiveHeader.sessionId() != sessionId)
@@ -269,6 +298,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         settingsPayload.flip();
         if (!receiveHeader.payloadMatches(settingsPayload))
         {
+            crcErrors.increment();
+            group.damagedRecords.incrementAndGet();
             throw refuse("SETTINGS payload CRC mismatch");
         }
         final byte[] json = new byte[settingsPayload.remaining()];
@@ -291,6 +322,22 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
      */
     private boolean receiveRecord() throws IOException
     {
+        if (claim == null && discardRemaining < 0 && nackedLsn != 0)
+        {
+            if (receiveHeader.sequence() == nackedLsn)
+            {
+                nackedLsn = 0; // The record asked for again: take it as usual.
+            }
+            else
+            {
+                // Sent before the source rewound: it comes again after the record asked for.
+                discardRemaining = receiveHeader.payloadLength();
+            }
+        }
+        if (discardRemaining >= 0)
+        {
+            return discardPayload();
+        }
         if (claim == null)
         {
             final long lsn = receiveHeader.sequence();
@@ -356,11 +403,22 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             (int)receiveHeader.aux() & ~RecordFlags.WIRE_ONLY, receiveHeader.payloadCrc());
         if (position < 0)
         {
-            checksumFailures++;
+            crcErrors.increment();
+            group.damagedRecords.incrementAndGet();
+            if (askForResends && nacksOfRecord < MAX_NACKS_PER_RECORD)
+            {
+                // Ask for it again and keep the session: the source rewinds to it, sync writes wait one more
+                // round trip instead of the group going degraded while it reconnects.
+                nacksOfRecord++;
+                nackedLsn = receiveHeader.sequence();
+                nackPending = true;
+                return true;
+            }
             throw refuse("record LSN " + receiveHeader.sequence() + " arrived damaged (CRC32C mismatch); it will " +
                 "be sent again after reconnecting");
         }
         appendedLsn = receiveHeader.sequence();
+        nacksOfRecord = 0;
         if (unforcedBytes == 0)
         {
             firstUnforcedNs = clock.nanoTime();
@@ -370,11 +428,42 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         return true;
     }
 
+    /**
+     * Reads and drops the rest of the current record's payload.
+     *
+     * @return whether all of it is read.
+     */
+    private boolean discardPayload() throws IOException
+    {
+        if (discardBuffer == null)
+        {
+            discardBuffer = ByteBuffer.allocateDirect(DISCARD_BUFFER_BYTES); // Only once a record was damaged.
+        }
+        while (discardRemaining > 0)
+        {
+            discardBuffer.clear().limit(Math.min(DISCARD_BUFFER_BYTES, discardRemaining));
+            final boolean full = connection.receivePayload(discardBuffer);
+            discardRemaining -= discardBuffer.position();
+            if (!full)
+            {
+                return false;
+            }
+        }
+        discardRemaining = -1;
+        return true;
+    }
+
     private int reply(final long nowNs) throws IOException
     {
         if (!connection.flush())
         {
             return 0;
+        }
+        if (nackPending)
+        {
+            nackPending = false;
+            send(FrameType.NACK, nackedLsn, nowNs);
+            return 1;
         }
         if (appendedLsn > ackedLsn)
         {

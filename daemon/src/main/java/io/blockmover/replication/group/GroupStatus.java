@@ -57,6 +57,7 @@ public final class GroupStatus
         status.put("writes_tracked_by_bitmap", group.untrackedByLog.get());
         status.put("writes_failed_locally", group.failedWrites.get());
         status.put("regions_resent", group.regionsResent.get());
+        status.put("records_resent", group.recordsResent.get());
         final Map<String, Object> latency = new LinkedHashMap<>();
         latency.put("local_write", latency(group.localWriteNs));
         latency.put("partner_ack", latency(group.partnerAckNs));

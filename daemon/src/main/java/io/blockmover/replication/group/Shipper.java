@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.AgentTerminationException;
 import org.agrona.concurrent.NanoClock;
+import org.agrona.concurrent.status.AtomicCounter;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.pipeline.SessionStatus;
@@ -59,10 +60,13 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private boolean releasePending;
     private boolean releaseCursorOnRecord;
     private boolean restartPending;
+    // The record that began a new sequence this session: sent again after a NACK, it must say so again.
+    private long restartLsn = -1;
     private long lastSendNs;
     private long lastReceiveNs;
     private volatile boolean sleeping;
     private TokenBucket rateLimit;
+    private AtomicCounter frameErrors;
     private volatile boolean throttled;
 
     /**
@@ -120,6 +124,16 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     public void rateLimit(final TokenBucket bucket)
     {
         rateLimit = bucket;
+    }
+
+    /**
+     * Counts unreadable frames from the partner in the daemon's counter. Conductor thread, before the shipper starts.
+     *
+     * @param counter the daemon's frame error counter.
+     */
+    public void countFrameErrorsIn(final AtomicCounter counter)
+    {
+        frameErrors = counter;
     }
 
     public SessionStatus status()
@@ -192,6 +206,10 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 final String problem = receiveHeader.validate(FrameDescriptor.MAX_CONTROL_PAYLOAD);
                 if (problem != null)
                 {
+                    if (frameErrors != null)
+                    {
+                        frameErrors.increment();
+                    }
                     throw new IOException("bad frame from the partner: " + problem);
                 }
                 receivePayload.clear().limit(receiveHeader.payloadLength());
@@ -212,6 +230,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             switch (type)
             {
                 case ACK -> acked = Math.max(acked, receiveHeader.sequence());
+                case NACK -> rewind(receiveHeader.sequence());
                 case DURABLE ->
                 {
                     durable = Math.max(durable, receiveHeader.sequence());
@@ -246,6 +265,22 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             group.partnerProgress(acked, durable);
         }
         return work;
+    }
+
+    /**
+     * The partner got the record with this LSN damaged and drops everything after it until it comes again: send
+     * the log again from there.
+     */
+    private void rewind(final long lsn) throws IOException
+    {
+        if (lsn <= acked || lsn > sentLsn)
+        {
+            throw new IOException("the partner asked for LSN " + lsn + " again, outside the unacknowledged records " +
+                (acked + 1) + " to " + sentLsn);
+        }
+        sentLsn = lsn - 1;
+        sendCursor.position(log.headPosition()); // The send loop skips what the partner already holds.
+        group.recordsResent.incrementAndGet();
     }
 
     /**
@@ -332,6 +367,10 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     rateLimit.consume(sendCursor.length(), nowNs);
                 }
                 final ByteBuffer payload = sendCursor.payload();
+                if (restartPending)
+                {
+                    restartLsn = sendCursor.lsn();
+                }
                 sendHeader.reset(FrameType.RECORD)
                     .sessionId(sessionId)
                     .volumeId(sendCursor.volume())
@@ -340,7 +379,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     .payloadLength(sendCursor.length())
                     .payloadCrc(sendCursor.payloadCrc())
                     .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
-                        (restartPending ? GroupReceiver.RECORD_RESTART : 0) |
+                        (restartPending || sendCursor.lsn() == restartLsn ? GroupReceiver.RECORD_RESTART : 0) |
                         (group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN : 0))
                     .seal();
                 restartPending = false;

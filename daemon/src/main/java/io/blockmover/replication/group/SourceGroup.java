@@ -98,6 +98,8 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong failedWrites = new AtomicLong();
     final AtomicLong flushes = new AtomicLong();
     final AtomicLong regionsResent = new AtomicLong();
+    /** Records the partner got damaged and asked for again (NACK). */
+    final AtomicLong recordsResent = new AtomicLong();
     final ConcurrentHistogram localWriteNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     final ConcurrentHistogram partnerAckNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     final ConcurrentHistogram remoteFlushNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);

@@ -242,6 +242,91 @@ class SourceGroupTest
     }
 
     /**
+     * The partner got a record damaged and asks for it again (NACK): the shipper sends the log again from that
+     * record, and the first record of a restarted sequence says so again, or the partner would take it for a gap.
+     * A NACK for a record the partner already acknowledged, or one never sent, ends the session.
+     */
+    @Test
+    void shouldSendTheLogAgainFromARecordThePartnerGotDamaged() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final List<long[]> sent = new java.util.ArrayList<>();
+        final FrameHeader nack = new FrameHeader();
+        final boolean[] nackWaiting = {false};
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
+            {
+                if (header.type() == FrameType.RECORD)
+                {
+                    sent.add(new long[] {header.sequence(), header.aux() & GroupReceiver.RECORD_RESTART});
+                }
+                return true;
+            }
+
+            @Override
+            public boolean receiveHeader(final FrameHeader header)
+            {
+                if (!nackWaiting[0])
+                {
+                    return false;
+                }
+                nackWaiting[0] = false;
+                header.byteBuffer().clear();
+                header.byteBuffer().put(nack.byteBuffer().duplicate().clear()
+                    .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+                return true;
+            }
+
+            @Override
+            public boolean receivePayload(final ByteBuffer dst)
+            {
+                return !dst.hasRemaining();
+            }
+        };
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        for (int i = 0; i < 3; i++)
+        {
+            group.export(0).write(4096L * i, pattern(i + 1, 4096), 4096, false);
+        }
+        shipper.doWork();
+        assertEquals("[1 restart, 2, 3]", describe(sent));
+
+        sent.clear();
+        nack.reset(FrameType.NACK).sessionId(1).sequence(1).seal();
+        nackWaiting[0] = true;
+        shipper.doWork();
+        assertEquals("[1 restart, 2, 3]", describe(sent), "the log again from LSN 1, which restarts the sequence");
+        assertEquals(1, group.recordsResent.get());
+
+        sent.clear();
+        nack.reset(FrameType.NACK).sessionId(1).sequence(3).seal();
+        nackWaiting[0] = true;
+        shipper.doWork();
+        assertEquals("[3]", describe(sent));
+
+        nack.reset(FrameType.NACK).sessionId(1).sequence(9).seal();
+        nackWaiting[0] = true;
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork,
+            "LSN 9 was never sent");
+        assertTrue(shipper.status().message().contains("LSN 9"), shipper.status().message());
+        shipper.onClose();
+    }
+
+    private static String describe(final List<long[]> sent)
+    {
+        final StringBuilder b = new StringBuilder("[");
+        for (final long[] record : sent)
+        {
+            b.append(b.length() > 1 ? ", " : "").append(record[0]).append(record[1] != 0 ? " restart" : "");
+        }
+        return b.append(']').toString();
+    }
+
+    /**
      * With a frame stuck in a full socket, records published behind it are no reason to stay awake: the shipper
      * must wait for the socket to become writable, not spin on writes that cannot progress.
      */
