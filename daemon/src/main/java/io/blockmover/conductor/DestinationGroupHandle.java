@@ -41,6 +41,10 @@ final class DestinationGroupHandle
     private String failure;
     // The applier's failure last reported in the log, and the LSN applied then: progress past it means recovered.
     private String reportedApplyFailure;
+    /** A damaged link is logged at most this often, with the count since the last line. */
+    private static final long DAMAGE_REPORT_INTERVAL_MS = 10_000;
+    private long reportedDamage;
+    private long damageReportedMs;
     private long appliedAtApplyFailure;
     private String lastError;
     private long sessions;
@@ -183,7 +187,7 @@ final class DestinationGroupHandle
             testMount = null;
             return 1;
         }
-        final int reported = reportApplyFailure() + adoptSettings();
+        final int reported = reportApplyFailure() + adoptSettings() + reportDamage();
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -206,6 +210,31 @@ final class DestinationGroupHandle
         conductor.log("group " + config.name + ": settings from " + config.peer + " kept for a switch: RPO target " +
             io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs) + ", verify every " +
             io.blockmover.replication.verify.VerifyInterval.format(config.verifyIntervalMs));
+        return 1;
+    }
+
+    /**
+     * Damaged records no longer end the session (they are asked for again), so without this line a failing NIC,
+     * cable or memory would show only in the counters.
+     */
+    private int reportDamage()
+    {
+        if (group == null)
+        {
+            return 0;
+        }
+        final long damaged = group.damagedRecords() + group.badFrames();
+        final long nowMs = System.currentTimeMillis();
+        if (damaged == reportedDamage || nowMs - damageReportedMs < DAMAGE_REPORT_INTERVAL_MS)
+        {
+            return 0;
+        }
+        conductor.log("group " + config.name + ": " + (damaged - reportedDamage) + " record(s) from " + config.peer +
+            " arrived damaged (CRC32C mismatch) or unreadable" + (reportedDamage == 0 ? "" : " in the last " +
+            (nowMs - damageReportedMs) / 1000 + " s") + "; each was sent again (" + damaged + " since start: a " +
+            "steady count points at a faulty NIC, cable or memory between the hosts)");
+        reportedDamage = damaged;
+        damageReportedMs = nowMs;
         return 1;
     }
 

@@ -94,6 +94,8 @@ class FaultIT
             final long unreadable = GroupChecks.number(destination, "frame_errors") -
                 GroupChecks.number(before, "frame_errors");
             assertTrue(damaged + unreadable >= 1, destination.toString());
+            assertTrue(testbed.log("site-b").contains("arrived damaged (CRC32C mismatch) or unreadable"),
+                "the damage is logged, not only counted");
             // A damaged payload is asked for again (NACK) within the session; only an unreadable header, whose
             // framing cannot be trusted, ends one.
             final long sessions = GroupChecks.number(destination, "sessions") - GroupChecks.number(before, "sessions");
