@@ -6,7 +6,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
-import java.util.zip.CRC32C;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 import org.agrona.BufferUtil;
@@ -58,7 +57,6 @@ final class ControlChannel
     private final FrameHeader txHeader = new FrameHeader();
     private final ByteBuffer rxPayload = BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64);
     private final ByteBuffer txPayload = BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64);
-    private final CRC32C crc = new CRC32C();
     private boolean headerDone;
 
     ControlChannel(final FrameConnection connection)
@@ -89,9 +87,7 @@ final class ControlChannel
         }
         txPayload.clear();
         txPayload.put(payload).flip();
-        crc.reset();
-        crc.update(txPayload.duplicate());
-        txHeader.reset(type).sessionId(sessionId).payloadLength(payload.length).payloadCrc((int)crc.getValue()).seal();
+        txHeader.reset(type).sessionId(sessionId).controlPayload(txPayload).seal();
         connection.startSend(txHeader, payload.length > 0 ? txPayload : null);
         final long deadline = System.nanoTime() + SEND_TIMEOUT_NS;
         while (!connection.flush())
@@ -130,9 +126,7 @@ final class ControlChannel
         }
         headerDone = false;
         rxPayload.flip();
-        crc.reset();
-        crc.update(rxPayload.duplicate());
-        if ((int)crc.getValue() != rxHeader.payloadCrc())
+        if (!rxHeader.payloadMatches(rxPayload))
         {
             throw new IOException("control frame payload CRC mismatch from " + connection.remoteAddress());
         }

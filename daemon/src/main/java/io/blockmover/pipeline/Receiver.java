@@ -146,11 +146,7 @@ public final class Receiver implements Agent
                 final int count = buffer.getInt(index + 8);
                 digestPayloadBuffer.putBytes(0, buffer, index + 12, count * 4);
                 digestPayload.clear().limit(count * 4);
-                crc32c.reset();
-                crc32c.update(digestPayload);
-                digestPayload.flip();
-                sendHeader.sequence(buffer.getLong(index)).aux(count).payloadLength(count * 4)
-                    .payloadCrc((int)crc32c.getValue());
+                sendHeader.sequence(buffer.getLong(index)).aux(count).controlPayload(digestPayload);
                 payload = digestPayload;
             }
             case CLOSE -> closing = true;

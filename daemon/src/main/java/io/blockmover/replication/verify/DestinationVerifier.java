@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.zip.CRC32C;
 
 import org.agrona.BufferUtil;
 
@@ -36,7 +35,6 @@ public final class DestinationVerifier
     private final AtomicLong tail = new AtomicLong();
     private final ByteBuffer resultPayload =
         BufferUtil.allocateDirectAligned(VerifyRecord.RESULT_LENGTH, 64).order(ByteOrder.LITTLE_ENDIAN);
-    private final CRC32C crc = new CRC32C();
     private volatile long regionsChecked;
     private volatile long regionsDifferent;
     private volatile long resultsDropped;
@@ -146,12 +144,8 @@ public final class DestinationVerifier
         resultPayload.putLong(0, jobIds[i]);
         resultPayload.putInt(VerifyRecord.RESULT_STATUS_OFFSET, statuses[i]);
         resultPayload.putInt(VerifyRecord.RESULT_STATUS_OFFSET + 4, 0);
-        crc.reset();
-        crc.update(resultPayload);
-        resultPayload.clear().limit(VerifyRecord.RESULT_LENGTH);
         header.reset(FrameType.VERIFY_RESULT).sessionId(sessionId).volumeId(volumes[i]).sequence(lsns[i])
-            .offset(offsets[i]).aux(masks[i]).payloadLength(VerifyRecord.RESULT_LENGTH)
-            .payloadCrc((int)crc.getValue()).seal();
+            .offset(offsets[i]).aux(masks[i]).controlPayload(resultPayload).seal();
         connection.startSend(header, resultPayload);
         connection.flush();
         head.lazySet(h + 1);
