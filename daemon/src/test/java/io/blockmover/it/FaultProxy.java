@@ -20,6 +20,8 @@ final class FaultProxy implements AutoCloseable
 {
     private final ServerSocket server;
     private final long flipEveryBytes;
+    private final long reverseFlipEveryBytes;
+    private final AtomicLong reverseFlips = new AtomicLong();
     private final AtomicLong flips = new AtomicLong();
     private final List<Socket> sockets = new ArrayList<>();
     private volatile InetSocketAddress target;
@@ -27,7 +29,17 @@ final class FaultProxy implements AutoCloseable
 
     FaultProxy(final long flipEveryBytes) throws IOException
     {
+        this(flipEveryBytes, 0);
+    }
+
+    /**
+     * @param flipEveryBytes        average distance between flipped bits from the dialling side to the target.
+     * @param reverseFlipEveryBytes the same for the replies, or 0 to leave them whole.
+     */
+    FaultProxy(final long flipEveryBytes, final long reverseFlipEveryBytes) throws IOException
+    {
         this.flipEveryBytes = flipEveryBytes;
+        this.reverseFlipEveryBytes = reverseFlipEveryBytes;
         this.server = new ServerSocket(0, 16, InetAddress.getLoopbackAddress());
         final Thread acceptor = new Thread(this::acceptLoop, "fault-proxy-accept");
         acceptor.setDaemon(true);
@@ -50,6 +62,11 @@ final class FaultProxy implements AutoCloseable
         return flips.get();
     }
 
+    long reverseFlips()
+    {
+        return reverseFlips.get();
+    }
+
     private void acceptLoop()
     {
         while (!closed)
@@ -68,8 +85,8 @@ final class FaultProxy implements AutoCloseable
                     sockets.add(client);
                     sockets.add(upstream);
                 }
-                pump(client, upstream, true);
-                pump(upstream, client, false);
+                pump(client, upstream, flipEveryBytes, flips);
+                pump(upstream, client, reverseFlipEveryBytes, reverseFlips);
             }
             catch (final IOException ex)
             {
@@ -81,23 +98,24 @@ final class FaultProxy implements AutoCloseable
         }
     }
 
-    private void pump(final Socket from, final Socket to, final boolean damage)
+    private void pump(final Socket from, final Socket to, final long every, final AtomicLong counter)
     {
         final Thread thread = new Thread(() ->
         {
             final SplittableRandom random = new SplittableRandom(from.getPort());
-            long untilFlip = flipEveryBytes / 2 + random.nextLong(flipEveryBytes);
+            final boolean damage = every > 0;
+            long untilFlip = damage ? every / 2 + random.nextLong(every) : Long.MAX_VALUE;
             final byte[] buffer = new byte[64 * 1024];
             try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream())
             {
                 int n;
                 while ((n = in.read(buffer)) > 0)
                 {
-                    if (damage && untilFlip < n)
+                    while (damage && untilFlip < n)
                     {
                         buffer[(int)untilFlip] ^= (byte)(1 << random.nextInt(8));
-                        flips.incrementAndGet();
-                        untilFlip += flipEveryBytes / 2 + random.nextLong(flipEveryBytes);
+                        counter.incrementAndGet();
+                        untilFlip += every / 2 + random.nextLong(every);
                     }
                     untilFlip -= n;
                     out.write(buffer, 0, n);
