@@ -224,8 +224,12 @@ final class DestinationGroupHandle
             return 0;
         }
         final long damaged = group.damagedRecords() + group.badFrames();
+        if (damaged == reportedDamage)
+        {
+            return 0; // The usual case, on every conductor cycle: no clock read.
+        }
         final long nowMs = System.currentTimeMillis();
-        if (damaged == reportedDamage || nowMs - damageReportedMs < DAMAGE_REPORT_INTERVAL_MS)
+        if (nowMs - damageReportedMs < DAMAGE_REPORT_INTERVAL_MS)
         {
             return 0;
         }
