@@ -23,7 +23,11 @@ import io.blockmover.protocol.ProtocolException;
  * Source stage 2: owns the connection for the life of the session. Sends the chunks the {@link Reader}
  * published, within the credits the destination granted; takes ACKs (clear the dirty bit: the chunk is durable
  * there), NACKs (the chunk arrived damaged: read and send it again) and region checksums; decides the phase.
- * Allocates nothing per frame.
+ * <p>
+ * A chunk's slot goes back to the Reader only when the connection has released its frame
+ * ({@link io.blockmover.transport.FrameConnection#framesReleased()}): over RDMA the device reads the slot itself,
+ * after the post, so several chunks can be on the wire while their slots stay untouched. Slots are handed back in
+ * ring order. Allocates nothing per frame.
  */
 public final class Sender implements Agent
 {
@@ -44,9 +48,13 @@ public final class Sender implements Agent
     private final AtomicCounter verifyMismatchesCounter;
     private final AtomicCounter frameErrors;
 
+    /** Chunks sent whose frames the connection has not released: their frame numbers and ring sequences, FIFO. */
+    private final long[] onWireFrame;
+    private final long[] onWireSequence;
+    private int onWireHead;
+    private int onWireCount;
     private long credits;
     private long nextSequence;
-    private long sendingSequence = -1;
     private boolean headerReceived;
     private long lastSendNs;
     private long lastReceiveNs;
@@ -69,6 +77,8 @@ public final class Sender implements Agent
         this.session = session;
         this.clock = clock;
         this.credits = session.initialCredits;
+        this.onWireFrame = new long[session.slotCount()];
+        this.onWireSequence = new long[session.slotCount()];
         this.chunksSent = session.cnc.counter(SystemCounter.CHUNKS_SENT);
         this.bytesSent = session.cnc.counter(SystemCounter.BYTES_SENT);
         this.chunksResent = session.cnc.counter(SystemCounter.CHUNKS_RESENT);
@@ -102,14 +112,11 @@ public final class Sender implements Agent
         try
         {
             work += receive();
-            if (!session.connection.flush())
+            final boolean flushed = session.connection.flush();
+            releaseSlots();
+            if (!flushed)
             {
                 return work;
-            }
-            if (sendingSequence >= 0)
-            {
-                session.senderSequence.set(sendingSequence);
-                sendingSequence = -1;
             }
             switch (session.phase())
             {
@@ -156,26 +163,24 @@ public final class Sender implements Agent
                     .payloadLength(event.length)
                     .payloadCrc(event.crc)
                     .seal();
+                final int tail = (onWireHead + onWireCount) % onWireFrame.length;
+                onWireFrame[tail] = session.connection.framesStarted(); // Numbered with the handshake's frames.
+                onWireSequence[tail] = nextSequence++;
+                onWireCount++;
                 send(sendHeader, slot);
                 credits--;
                 chunksSent.incrementRelease();
                 bytesSent.getAndAddRelease(event.length);
-                sendingSequence = nextSequence++;
                 work++;
-                if (!session.connection.flush())
-                {
-                    return work;
-                }
-                session.senderSequence.set(sendingSequence);
-                sendingSequence = -1;
             }
             else
             {
                 // A chunk acknowledged meanwhile, or an event of an earlier phase: let the slot go.
                 releaseStale(event);
-                session.senderSequence.set(nextSequence++);
+                nextSequence++;
                 work++;
             }
+            releaseSlots();
         }
         if (session.dirty.cardinality() == 0 && nextSequence > session.ring.getCursor())
         {
@@ -190,6 +195,20 @@ public final class Sender implements Agent
             work++;
         }
         return work;
+    }
+
+    /**
+     * Hands the Reader back every slot up to the first chunk whose frame the connection still reads.
+     */
+    private void releaseSlots()
+    {
+        final long released = session.connection.framesReleased();
+        while (onWireCount > 0 && onWireFrame[onWireHead] < released)
+        {
+            onWireHead = (onWireHead + 1) % onWireFrame.length;
+            onWireCount--;
+        }
+        session.senderSequence.set(onWireCount > 0 ? onWireSequence[onWireHead] - 1 : nextSequence - 1);
     }
 
     private void releaseStale(final SlotEvent event)
@@ -239,9 +258,10 @@ public final class Sender implements Agent
             {
                 releaseStale(event);
             }
-            session.senderSequence.set(nextSequence++);
+            nextSequence++;
             work++;
         }
+        releaseSlots();
 
         final boolean seeding = session.phase() == SourceSession.PHASE_SEED;
         final long comparable = Math.min(localDigests, remoteDigests);
@@ -314,9 +334,9 @@ public final class Sender implements Agent
         final long available = session.ring.getCursor();
         while (nextSequence <= available)
         {
-            releaseStale(session.ring.get(nextSequence));
-            session.senderSequence.set(nextSequence++);
+            releaseStale(session.ring.get(nextSequence++));
         }
+        releaseSlots();
         if (!closeSent && !session.connection.isSendPending())
         {
             sendHeader.reset(FrameType.CLOSE).sessionId(session.sessionId).seal();
@@ -346,7 +366,10 @@ public final class Sender implements Agent
 
     private void send(final FrameHeader header, final ByteBuffer payload) throws IOException
     {
-        session.connection.startSend(header, payload);
+        if (!session.connection.startSend(header, payload))
+        {
+            throw new IllegalStateException("a frame was started while the previous one still waits");
+        }
         lastSendNs = clock.nanoTime();
         session.connection.flush();
     }

@@ -8,7 +8,7 @@ import io.blockmover.protocol.FrameHeader;
 /**
  * One connection to a peer that moves frames (a {@link io.blockmover.protocol.FrameDescriptor} header and a
  * payload), whatever carries them. Non-blocking: every call does what it can now and says whether it finished.
- * One frame is sent at a time, one received at a time.
+ * One frame is handed over at a time, one received at a time; a transport may have several on the wire.
  * <p>
  * Threading: at any moment one thread drives the connection (the conductor during the handshake, then the
  * session's network agent); the hand-over happens through a volatile publication of the session.
@@ -28,24 +28,44 @@ public interface FrameConnection extends AutoCloseable
     /**
      * Starts sending a frame. The header must be sealed; the payload, when there is one, is read from its
      * position up to its limit (a view into a log or slot, so no copy is needed) and must not change until the
-     * send completes.
+     * connection has released it: until {@link #framesReleased()} counts this frame.
      *
      * @param header  sealed frame header.
      * @param payload payload or null.
-     * @return false when a previous frame is still being sent (call {@link #flush()}).
+     * @return false when a previous frame still waits to be handed to the transport (call {@link #flush()}).
      */
     boolean startSend(FrameHeader header, ByteBuffer payload);
 
     /**
      * Moves pending bytes of the frame being sent.
      *
-     * @return true when nothing remains to send.
+     * @return true when nothing waits to be handed to the transport, so the next {@link #startSend} is accepted.
+     *         A payload the transport reads later without a copy (RDMA from registered memory) may still be in use:
+     *         {@link #framesReleased()} says when it is not.
      * @throws IOException when the connection failed.
      */
     boolean flush() throws IOException;
 
     /**
-     * @return whether a frame is partly sent.
+     * @return frames {@link #startSend} accepted so far on this connection, whoever sent them (the conductor's
+     *         handshake included): the number the next accepted frame gets.
+     */
+    long framesStarted();
+
+    /**
+     * Frames are numbered from 0 in the order {@link #startSend} accepted them. Sends complete in that order, so
+     * their release is a count: every frame below it no longer has its payload read, and the caller may reuse
+     * that memory. Over TCP a frame is released once the socket took all of it; over RDMA a payload sent from
+     * registered memory without a copy is released at its send completion, so several can be on the wire at once.
+     * As of the last call to {@link #flush()} or a receive; allocates nothing.
+     *
+     * @return how many of the frames started so far are released.
+     */
+    long framesReleased();
+
+    /**
+     * @return whether a frame waits to be handed to the transport (partly sent over TCP; no free send buffer over
+     *         RDMA).
      */
     boolean isSendPending();
 

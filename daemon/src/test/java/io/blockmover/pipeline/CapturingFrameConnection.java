@@ -45,6 +45,8 @@ final class CapturingFrameConnection implements FrameConnection
     private int stalledFlushes;
     private int flushesToStall;
     private boolean sendPending;
+    private boolean holdPayloads;
+    private long framesHeldFrom = -1;
     private IOException failure;
     private long bytesSent;
     private long bytesReceived;
@@ -89,6 +91,24 @@ final class CapturingFrameConnection implements FrameConnection
     void stallFlushes(final int flushes)
     {
         flushesToStall = flushes;
+    }
+
+    /**
+     * Frames started from now on keep their payloads in use, as an RDMA send from registered memory does until its
+     * completion, until {@link #releaseFrames(long)} lets them go.
+     */
+    void holdPayloads()
+    {
+        holdPayloads = true;
+        framesHeldFrom = sentCount;
+    }
+
+    /**
+     * @param count frames, counted from 0 since creation, whose payloads are released from now on.
+     */
+    void releaseFrames(final long count)
+    {
+        framesHeldFrom = Math.max(framesHeldFrom, count);
     }
 
     /**
@@ -255,6 +275,19 @@ final class CapturingFrameConnection implements FrameConnection
             sendPending = false;
         }
         return !sendPending;
+    }
+
+    @Override
+    public long framesStarted()
+    {
+        return sentCount;
+    }
+
+    @Override
+    public long framesReleased()
+    {
+        final long handedOver = sendPending ? sentCount - 1 : sentCount;
+        return holdPayloads ? Math.min(framesHeldFrom, handedOver) : handedOver;
     }
 
     @Override

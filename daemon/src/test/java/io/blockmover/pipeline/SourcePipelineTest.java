@@ -497,4 +497,34 @@ class SourcePipelineTest
             assertChunkFrame(chunk, chunk);
         }
     }
+
+    @Test
+    void shouldKeepTheSlotsOfChunksOnTheWireFromTheReader() throws IOException
+    {
+        // The conductor's handshake used the connection first: frame numbers count its frames too.
+        connection.startSend(new FrameHeader().reset(FrameType.OPEN).seal(), null);
+        start(4, 8, false, false);
+        connection.holdPayloads(); // As RDMA does: the device reads each slot after the post.
+        assertEquals(4, turnReaderUntilIdle(), "the ring holds four slots");
+
+        sender.doWork();
+        assertEquals(4, connection.sentCount(FrameType.CHUNK), "all four chunks go out without waiting for the wire");
+        assertEquals(0, turnReaderUntilIdle(), "no slot is read into while its chunk may still be on the wire");
+        assertEquals(-1, session.senderSequence.get());
+
+        connection.releaseFrames(2);
+        sender.doWork();
+        assertEquals(0, session.senderSequence.get(), "slots come back as their frames are released, in order");
+        assertEquals(1, turnReaderUntilIdle(), "the last chunk is read into the first slot given back");
+        sender.doWork();
+        assertEquals(CHUNKS, connection.sentCount(FrameType.CHUNK));
+        assertChunkFrame(5, 4);
+
+        connection.releaseFrames(4);
+        sender.doWork();
+        assertEquals(2, session.senderSequence.get(), "a frame still on the wire holds back the slots behind it");
+        connection.releaseFrames(1 + CHUNKS);
+        sender.doWork();
+        assertEquals(4, session.senderSequence.get());
+    }
 }

@@ -10,6 +10,8 @@ import io.blockmover.protocol.FrameHeader;
  */
 public class NullFrameConnection implements FrameConnection
 {
+    private long framesStarted;
+
     @Override
     public String transportName()
     {
@@ -25,6 +27,7 @@ public class NullFrameConnection implements FrameConnection
     @Override
     public boolean startSend(final FrameHeader header, final ByteBuffer payload)
     {
+        framesStarted++;
         return true;
     }
 
@@ -32,6 +35,18 @@ public class NullFrameConnection implements FrameConnection
     public boolean flush()
     {
         return true;
+    }
+
+    @Override
+    public long framesStarted()
+    {
+        return framesStarted;
+    }
+
+    @Override
+    public long framesReleased()
+    {
+        return framesStarted;
     }
 
     @Override

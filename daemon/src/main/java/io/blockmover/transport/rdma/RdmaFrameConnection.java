@@ -3,6 +3,7 @@ package io.blockmover.transport.rdma;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.Arrays;
 import java.util.concurrent.locks.LockSupport;
 
 import org.agrona.BufferUtil;
@@ -28,9 +29,13 @@ import io.blockmover.transport.FrameConnection;
  * Send side, zero-copy: a payload that lies inside the daemon's slab (registered once per protection domain, see
  * {@link RdmaDevices}) is not copied: the SEND gathers two SGEs, the header from a small registered send buffer
  * and the payload straight from its slot. The slot must then stay unchanged until the device has read it, so
- * {@link #flush()} reports the frame sent only at its send completion (the Sender releases the slot to the Reader
- * when flush returns true). Any other payload (a control buffer, a view into a memory-mapped log) is copied into
- * the send buffer behind the header, and flush returns true as soon as it is posted.
+ * {@link #framesReleased()} counts such a frame only at its send completion, while {@link #flush()} returns true as
+ * soon as it is posted: up to {@link #SEND_BUFFERS} chunks are on the wire at once, and the Sender hands each slot
+ * back to the Reader when its frame is released. (One at a time left the link idle from each completion until the
+ * owner's next post, one nap of 50 us or more, where a 1 MiB chunk is on a 100 Gb wire for 84 us; and rxe reports
+ * a send complete only once the peer acknowledged it.) Send completions arrive in posting order on one queue pair,
+ * so the release is a count. Any other payload (a control buffer, a
+ * view into a memory-mapped log) is copied into the send buffer behind the header and is released when posted.
  * <pre>
  *   registered send buffers (4)              posted receive buffers (receiveDepth)
  *   +--------+ - - - - - - - - +             +--------+----------------+
@@ -65,7 +70,8 @@ public final class RdmaFrameConnection implements FrameConnection
     private final int bufferLength;
     private final int receiveDepth;
     private final boolean[] sendBusy = new boolean[SEND_BUFFERS];
-    private final boolean[] sendZeroCopy = new boolean[SEND_BUFFERS];
+    /** The frame number of the zero-copy frame each send buffer carries until its completion, or -1. */
+    private final long[] zeroCopyFrame = new long[SEND_BUFFERS];
     private final int[] readyIndex;
     private final int[] readyLength;
     private final CompletionHandler onCompletion = this::onCompletion;
@@ -78,6 +84,7 @@ public final class RdmaFrameConnection implements FrameConnection
     private FrameHeader pendingHeader;
     private ByteBuffer pendingPayload;
     private boolean sendPending;
+    private long framesStarted;
     private int zeroCopyInFlight;
     private long zeroCopySends;
     private IOException failure;
@@ -124,6 +131,7 @@ public final class RdmaFrameConnection implements FrameConnection
         this.sendBuffer = new UnsafeBuffer(send);
         this.receiveBuffer = new UnsafeBuffer(receive);
         this.remoteAddress = String.valueOf(endpoint.remoteAddress());
+        Arrays.fill(zeroCopyFrame, -1);
     }
 
     /**
@@ -201,16 +209,11 @@ public final class RdmaFrameConnection implements FrameConnection
         pendingHeader = header;
         pendingPayload = payload;
         sendPending = true;
+        framesStarted++;
         postPending();
         return true;
     }
 
-    /**
-     * {@inheritDoc}
-     * <p>
-     * A payload sent from the slab without a copy counts as sent only once the device has read it (its send
-     * completion), so that the caller may reuse its slot as soon as this returns true.
-     */
     @Override
     public boolean flush() throws IOException
     {
@@ -219,7 +222,36 @@ public final class RdmaFrameConnection implements FrameConnection
         {
             postPending();
         }
-        return !sendPending && 0 == zeroCopyInFlight;
+        return !sendPending;
+    }
+
+    @Override
+    public long framesStarted()
+    {
+        return framesStarted;
+    }
+
+    /**
+     * {@inheritDoc}
+     * <p>
+     * A payload sent from the slab without a copy is released once the device has read it (its send completion);
+     * a copied one once it is posted.
+     */
+    @Override
+    public long framesReleased()
+    {
+        long released = sendPending ? framesStarted - 1 : framesStarted;
+        if (zeroCopyInFlight > 0)
+        {
+            for (int i = 0; i < SEND_BUFFERS; i++)
+            {
+                if (zeroCopyFrame[i] >= 0 && zeroCopyFrame[i] < released)
+                {
+                    released = zeroCopyFrame[i];
+                }
+            }
+        }
+        return released;
     }
 
     private void postPending()
@@ -273,7 +305,7 @@ public final class RdmaFrameConnection implements FrameConnection
             }
         }
         sendBusy[free] = true;
-        sendZeroCopy[free] = zeroCopy;
+        zeroCopyFrame[free] = zeroCopy ? framesStarted - 1 : -1;
         bytesSent += FrameDescriptor.HEADER_LENGTH + payloadLength;
         sendPending = false;
         pendingHeader = null;
@@ -450,12 +482,12 @@ public final class RdmaFrameConnection implements FrameConnection
 
     private void onSendCompleted(final int index)
     {
-        if (sendBusy[index] && sendZeroCopy[index])
+        if (sendBusy[index] && zeroCopyFrame[index] >= 0)
         {
             zeroCopyInFlight--;
         }
         sendBusy[index] = false;
-        sendZeroCopy[index] = false;
+        zeroCopyFrame[index] = -1;
     }
 
     /**
@@ -516,6 +548,8 @@ public final class RdmaFrameConnection implements FrameConnection
         endpoint.close();
         sendMemory.close();
         receiveMemory.close();
+        // The queue pair is gone: no device reads a payload any more.
         zeroCopyInFlight = 0;
+        Arrays.fill(zeroCopyFrame, -1);
     }
 }

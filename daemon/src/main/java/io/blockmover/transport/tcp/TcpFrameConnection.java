@@ -38,6 +38,7 @@ public final class TcpFrameConnection implements FrameConnection
     private final ByteBuffer[] sendVector = new ByteBuffer[2];
     private int sendVectorLength;
     private boolean sendPending;
+    private long framesStarted;
     private long bytesSent;
     private long bytesReceived;
     private long socketReads;
@@ -112,6 +113,7 @@ public final class TcpFrameConnection implements FrameConnection
             sendVectorLength = 2;
         }
         sendPending = true;
+        framesStarted++;
         return true;
     }
 
@@ -131,6 +133,23 @@ public final class TcpFrameConnection implements FrameConnection
             sendVector[1] = null;
         }
         return !sendPending;
+    }
+
+    @Override
+    public long framesStarted()
+    {
+        return framesStarted;
+    }
+
+    /**
+     * {@inheritDoc}
+     * <p>
+     * The socket copies what it takes: a frame is released once it is wholly written.
+     */
+    @Override
+    public long framesReleased()
+    {
+        return sendPending ? framesStarted - 1 : framesStarted;
     }
 
     @Override

@@ -19,6 +19,7 @@ import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -112,6 +113,39 @@ class TcpFrameConnectionTest
             }
         });
         receiver.close();
+    }
+
+    @Test
+    void shouldReleaseAFrameOnlyOnceTheSocketTookAllOfIt() throws Exception
+    {
+        final TcpFrameConnection sender = new TcpFrameConnection(client);
+        final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
+        final FrameHeader header = new FrameHeader();
+        long started = 0;
+        // Nobody reads: frames fill both socket buffers until one is only partly taken.
+        while (true)
+        {
+            header.reset(FrameType.CHUNK).sequence(started).payloadLength(payload.capacity()).seal();
+            assertTrue(sender.startSend(header, payload.clear()));
+            started++;
+            if (!sender.flush())
+            {
+                break;
+            }
+            assertEquals(started, sender.framesReleased(), "a frame the socket took whole is released");
+        }
+        assertTrue(sender.isSendPending());
+        assertEquals(started - 1, sender.framesReleased(), "the frame still being written is not");
+        assertFalse(sender.startSend(header, payload), "one frame is handed over at a time");
+
+        final ByteBuffer sink = ByteBuffer.allocateDirect(1 << 20);
+        while (!sender.flush())
+        {
+            sink.clear();
+            receiver.receivePayload(sink);
+        }
+        assertEquals(started, sender.framesReleased());
+        sender.close();
     }
 
     @Test
