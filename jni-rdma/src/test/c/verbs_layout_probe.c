@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
@@ -23,6 +25,8 @@
 
 int main(void)
 {
+    OFF(IbvCompChannelDescriptor, FD_OFFSET, struct ibv_comp_channel, fd);
+    SIZE(IbvCompChannelDescriptor, LENGTH, struct ibv_comp_channel);
     OFF(IbvSgeDescriptor, ADDR_OFFSET, struct ibv_sge, addr);
     OFF(IbvSgeDescriptor, LENGTH_OFFSET, struct ibv_sge, length);
     OFF(IbvSgeDescriptor, LKEY_OFFSET, struct ibv_sge, lkey);
@@ -173,6 +177,12 @@ int main(void)
     OFF(LibC, RLIMIT_CUR_OFFSET, struct rlimit, rlim_cur);
     OFF(LibC, RLIMIT_MAX_OFFSET, struct rlimit, rlim_max);
     SIZE(LibC, RLIMIT_LENGTH, struct rlimit);
+    SAME(LibC, POLLIN);
+    SIZE(LibC, POLLFD_LENGTH, struct pollfd);
+    OFF(LibC, POLLFD_EVENTS_OFFSET, struct pollfd, events);
+    OFF(LibC, POLLFD_REVENTS_OFFSET, struct pollfd, revents);
+    SAME(LibC, EFD_NONBLOCK);
+    SAME(LibC, EFD_CLOEXEC);
 
     SAME(Errno, EPERM);
     SAME(Errno, ENOENT);

@@ -43,6 +43,14 @@ final class CmEventChannel implements AutoCloseable
     }
 
     /**
+     * @return the channel's file descriptor, readable while an event waits (for {@code poll}).
+     */
+    int fd()
+    {
+        return fd;
+    }
+
+    /**
      * Create a channel and make its fd non-blocking.
      *
      * @param forWhat names the owner in error messages.

@@ -5,6 +5,7 @@ import java.net.InetSocketAddress;
 import com.sun.jna.Native;
 import io.blockmover.rdma.verbs.Errno;
 import io.blockmover.rdma.verbs.IbVerbs;
+import io.blockmover.rdma.verbs.IbvCompChannelDescriptor;
 import io.blockmover.rdma.verbs.IbvQpAttrDescriptor;
 import io.blockmover.rdma.verbs.IbvQpDescriptor;
 import io.blockmover.rdma.verbs.IbvQpInitAttrDescriptor;
@@ -12,6 +13,7 @@ import io.blockmover.rdma.verbs.IbvRecvWrDescriptor;
 import io.blockmover.rdma.verbs.IbvSendWrDescriptor;
 import io.blockmover.rdma.verbs.IbvSgeDescriptor;
 import io.blockmover.rdma.verbs.IbvWcDescriptor;
+import io.blockmover.rdma.verbs.LibC;
 import io.blockmover.rdma.verbs.RdmaCm;
 import io.blockmover.rdma.verbs.RdmaCmEventType;
 import io.blockmover.rdma.verbs.RdmaCmIdDescriptor;
@@ -42,6 +44,11 @@ import org.agrona.concurrent.UnsafeBuffer;
  * returns false (back-pressure) without calling into the library. Sends and receives complete on separate
  * completion queues so that even flushed completions (whose opcode is undefined) are accounted to the right
  * queue. No write-with-immediate: iWARP lacks it.
+ * <p>
+ * Waiting: both completion queues report to one completion channel. An owner with nothing to do calls
+ * {@link #armCompletionEvents()}, polls once more (a completion that came before the arming raises no event), then
+ * blocks in {@link #awaitEvents(int)} until a completion, a connection event, {@link #wakeup()} or the time-out:
+ * an interrupt wakes it, not a timer, so it learns of a completion at once and costs nothing while idle.
  * <p>
  * Shutdown: {@link #disconnect()} starts an orderly disconnect; {@link #close()} releases QP, CQs, cm id and
  * event channel in that order, never waits for the peer, and is safe in every state, including after the peer
@@ -139,6 +146,11 @@ public final class RdmaEndpoint implements AutoCloseable
     private static final int SEND_WC_OFFSET = align64(QP_ATTR_OFFSET + IbvQpAttrDescriptor.LENGTH);
 
     private static final int MAX_EVENTS_PER_POLL = 8;
+    private static final int WAIT_POLLFDS = 3;
+    private static final int WAIT_COUNTER_OFFSET = WAIT_POLLFDS * LibC.POLLFD_LENGTH;
+    private static final int WAIT_CQ_OUT_OFFSET = WAIT_COUNTER_OFFSET + 8;
+    private static final int WAIT_CONTEXT_OUT_OFFSET = WAIT_CQ_OUT_OFFSET + 8;
+    private static final int WAIT_SCRATCH_LENGTH = WAIT_CONTEXT_OUT_OFFSET + 8;
 
     private final RdmaDevice device;
     private final CmEventChannel channel;
@@ -159,6 +171,17 @@ public final class RdmaEndpoint implements AutoCloseable
     private long qp;
     private long sendCq;
     private long recvCq;
+    private long completionChannel;
+    private int completionFd = -1;
+    private boolean sendCqArmed;
+    private boolean recvCqArmed;
+    /** pollfd[3] (completion channel, cm event channel, wake-up eventfd), the eventfd counter, get_cq_event outs. */
+    private final UnsafeBuffer waitScratch =
+        new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64), 0, WAIT_SCRATCH_LENGTH);
+    /** Guards the wake-up eventfd against a close racing a {@link #wakeup()} from another thread. */
+    private final Object wakeLock = new Object();
+    private final UnsafeBuffer waitScratchForWakeup = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64), 0, 8);
+    private int wakeFd = -1;
     private int localQpNumber;
     private int outstandingSends;
     private int outstandingReceives;
@@ -342,12 +365,29 @@ public final class RdmaEndpoint implements AutoCloseable
                 " is on another RDMA device than " + device.name() + " (context 0x" + Long.toHexString(verbs) + ")");
         }
 
-        sendCq = IbVerbs.ibv_create_cq(verbs, sendQueueDepth, 0, 0, 0);
+        completionChannel = IbVerbs.ibv_create_comp_channel(verbs);
+        if (0 == completionChannel)
+        {
+            throw new RdmaException("ibv_create_comp_channel", Native.getLastError(), "for " + remoteAddress);
+        }
+        completionFd = new UnsafeBuffer(completionChannel, IbvCompChannelDescriptor.LENGTH)
+            .getInt(IbvCompChannelDescriptor.FD_OFFSET);
+        LibC.setNonBlocking(completionFd, "completion channel for " + remoteAddress);
+        final int eventFd = LibC.eventfd(0, LibC.EFD_NONBLOCK | LibC.EFD_CLOEXEC);
+        if (eventFd < 0)
+        {
+            throw new RdmaException("eventfd", Native.getLastError(), "wake-up of the connection to " + remoteAddress);
+        }
+        synchronized (wakeLock)
+        {
+            wakeFd = eventFd;
+        }
+        sendCq = IbVerbs.ibv_create_cq(verbs, sendQueueDepth, 0, completionChannel, 0);
         if (0 == sendCq)
         {
             throw new RdmaException("ibv_create_cq", Native.getLastError(), sendQueueDepth + " send entries");
         }
-        recvCq = IbVerbs.ibv_create_cq(verbs, receiveQueueDepth, 0, 0, 0);
+        recvCq = IbVerbs.ibv_create_cq(verbs, receiveQueueDepth, 0, completionChannel, 0);
         if (0 == recvCq)
         {
             throw new RdmaException("ibv_create_cq", Native.getLastError(), receiveQueueDepth + " receive entries");
@@ -836,6 +876,125 @@ public final class RdmaEndpoint implements AutoCloseable
     }
 
     /**
+     * Asks both completion queues to signal their next completion on the completion channel (each once per event
+     * taken by {@link #awaitEvents(int)}). Completions already queued raise no event: poll once more after this,
+     * and wait only if that found nothing.
+     *
+     * @throws RdmaException if the provider refuses.
+     */
+    public void armCompletionEvents()
+    {
+        ensureQueuePair();
+        if (!sendCqArmed)
+        {
+            final int result = IbVerbs.ibv_req_notify_cq(sendCq, 0);
+            if (0 != result)
+            {
+                throw new RdmaException("ibv_req_notify_cq", result, "send completion queue of " + remoteAddress);
+            }
+            sendCqArmed = true;
+        }
+        if (!recvCqArmed)
+        {
+            final int result = IbVerbs.ibv_req_notify_cq(recvCq, 0);
+            if (0 != result)
+            {
+                throw new RdmaException("ibv_req_notify_cq", result, "receive completion queue of " + remoteAddress);
+            }
+            recvCqArmed = true;
+        }
+    }
+
+    /**
+     * @return whether both completion queues are armed (tests: an event taken disarms its queue).
+     */
+    boolean completionEventsArmed()
+    {
+        return sendCqArmed && recvCqArmed;
+    }
+
+    /**
+     * Blocks until an armed completion queue signals, a connection event is pending, {@link #wakeup()} is called,
+     * or {@code timeoutMs} passes; then takes (and acknowledges) the completion events, so the queues that
+     * signalled need arming again. Completions themselves are still taken with {@link #pollCompletions}.
+     * Allocates nothing.
+     *
+     * @param timeoutMs longest wait; 0 only takes what is pending.
+     * @throws RdmaException if poll or ibv_get_cq_event fails.
+     */
+    public void awaitEvents(final int timeoutMs)
+    {
+        ensureQueuePair();
+        final long fds = waitScratch.addressOffset();
+        putPollFd(0, completionFd);
+        putPollFd(1, channel.fd());
+        putPollFd(2, wakeFd);
+        final int ready = LibC.poll(fds, WAIT_POLLFDS, timeoutMs);
+        if (ready < 0)
+        {
+            final int errno = Native.getLastError();
+            if (Errno.EINTR != errno)
+            {
+                throw new RdmaException("poll", errno, "completion channel of " + remoteAddress);
+            }
+            return;
+        }
+        if (0 != (waitScratch.getShort(2 * LibC.POLLFD_LENGTH + LibC.POLLFD_REVENTS_OFFSET) & LibC.POLLIN))
+        {
+            LibC.read(wakeFd, fds + WAIT_COUNTER_OFFSET, 8); // Resets the counter; EAGAIN if another took it.
+        }
+        takeCompletionEvents();
+    }
+
+    private void putPollFd(final int index, final int fd)
+    {
+        final int offset = index * LibC.POLLFD_LENGTH;
+        waitScratch.putInt(offset, fd);
+        waitScratch.putShort(offset + LibC.POLLFD_EVENTS_OFFSET, (short)LibC.POLLIN);
+        waitScratch.putShort(offset + LibC.POLLFD_REVENTS_OFFSET, (short)0);
+    }
+
+    private void takeCompletionEvents()
+    {
+        final long cqOut = waitScratch.addressOffset() + WAIT_CQ_OUT_OFFSET;
+        final long contextOut = waitScratch.addressOffset() + WAIT_CONTEXT_OUT_OFFSET;
+        while (0 == IbVerbs.ibv_get_cq_event(completionChannel, cqOut, contextOut))
+        {
+            final long cq = waitScratch.getLong(WAIT_CQ_OUT_OFFSET);
+            // Acknowledged at once: ibv_destroy_cq waits for every event taken to be acknowledged.
+            IbVerbs.ibv_ack_cq_events(cq, 1);
+            if (cq == sendCq)
+            {
+                sendCqArmed = false;
+            }
+            else if (cq == recvCq)
+            {
+                recvCqArmed = false;
+            }
+        }
+        final int errno = Native.getLastError();
+        if (Errno.EAGAIN != errno)
+        {
+            throw new RdmaException("ibv_get_cq_event", errno, "completion channel of " + remoteAddress);
+        }
+    }
+
+    /**
+     * Any thread: ends the owner's current or next {@link #awaitEvents(int)} at once. One system call.
+     */
+    public void wakeup()
+    {
+        synchronized (wakeLock)
+        {
+            if (wakeFd >= 0)
+            {
+                waitScratchForWakeup.putLong(0, 1);
+                LibC.write(wakeFd, waitScratchForWakeup.addressOffset(), 8);
+            }
+        }
+    }
+
+    /**
      * Release QP, completion queues, cm id and event channel, in that order, whatever the state. Never waits for
      * the peer: destroying a connected id makes the kernel abort the connection. Posted work is discarded
      * without completions. Idempotent.
@@ -874,6 +1033,22 @@ public final class RdmaEndpoint implements AutoCloseable
             final int result = IbVerbs.ibv_destroy_cq(recvCq);
             recvCq = 0;
             error = firstError(error, result, "ibv_destroy_cq", "receive completion queue");
+        }
+        if (0 != completionChannel)
+        {
+            // After the queues that report to it; every event taken was acknowledged when taken.
+            final int result = IbVerbs.ibv_destroy_comp_channel(completionChannel);
+            completionChannel = 0;
+            completionFd = -1;
+            error = firstError(error, result, "ibv_destroy_comp_channel", "completion channel");
+        }
+        synchronized (wakeLock)
+        {
+            if (wakeFd >= 0)
+            {
+                LibC.close(wakeFd);
+                wakeFd = -1;
+            }
         }
         if (0 != cmId)
         {

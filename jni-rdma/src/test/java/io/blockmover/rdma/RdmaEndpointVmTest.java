@@ -155,6 +155,40 @@ class RdmaEndpointVmTest
 
     @ParameterizedTest
     @MethodSource("transports")
+    void shouldEndAWaitOnACompletionAndOnWakeup(final String transport) throws InterruptedException
+    {
+        final Pair pair = connectedPair(transport);
+        // Armed, then nothing to poll: a completion that arrives from now on, even before the wait starts, raises
+        // an event on the completion channel.
+        pair.server.armCompletionEvents();
+        assertEquals(0, pair.server.pollCompletions(pair.serverCompletions));
+        assertTrue(pair.server.completionEventsArmed());
+        fillPattern(pair.clientMemory.buffer(), 0, 64, 5);
+        assertTrue(pair.client.postSend(pair.clientMemory, 0, 64, 0));
+        pair.server.awaitEvents(60_000);
+        assertFalse(pair.server.completionEventsArmed(), "the receive queue's event was taken");
+        assertEquals(1, pair.server.pollCompletions(pair.serverCompletions));
+        final int slot = pair.serverCompletions.takeReceivedSlot();
+        assertTrue(pair.server.postReceive(pair.serverReceive, slot * SLOT_LENGTH, SLOT_LENGTH, slot));
+
+        // Nothing arrives: a wake-up from another thread ends the wait; one made before the wait starts is kept.
+        pair.server.armCompletionEvents();
+        final Thread waker = new Thread(pair.server::wakeup);
+        waker.start();
+        final long startNs = System.nanoTime();
+        pair.server.awaitEvents(60_000);
+        waker.join();
+        // A liveness bound, not a speed claim: a lost wake-up would wait out the whole minute.
+        assertTrue(System.nanoTime() - startNs < TimeUnit.SECONDS.toNanos(30), "the wake-up ended the wait");
+        assertTrue(pair.server.completionEventsArmed(), "no completion came");
+        assertEquals(0, pair.server.pollCompletions(pair.serverCompletions));
+
+        drainSends(pair.client, pair.clientCompletions, System.nanoTime() + DEADLINE_NS);
+        closeGracefully(pair);
+    }
+
+    @ParameterizedTest
+    @MethodSource("transports")
     void shouldGatherHeaderAndPayloadFromTwoRegistrationsIntoOneSend(final String transport)
     {
         // A frame as the daemon sends it without a copy: its header from a small registered buffer, its payload

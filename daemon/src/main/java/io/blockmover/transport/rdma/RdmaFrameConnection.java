@@ -55,7 +55,7 @@ public final class RdmaFrameConnection implements FrameConnection
     /** Frames a sender may have posted and not yet completed. */
     public static final int SEND_BUFFERS = 4;
     private static final int EVENT_POLL_INTERVAL = 64;
-    private static final long MIN_PARK_NS = 50_000;
+    /** Longest nap while the connection is not established yet (no queues to wait on). */
     private static final long MAX_PARK_NS = 1_000_000;
 
     private final RdmaEndpoint endpoint;
@@ -92,9 +92,6 @@ public final class RdmaFrameConnection implements FrameConnection
     private long bytesReceived;
     private int pollsSinceEvents;
     private long completions;
-    private long completionsAtLastWait;
-    private long parkNs = MIN_PARK_NS;
-    private volatile Thread waiter;
 
     private RdmaFrameConnection(
         final RdmaEndpoint endpoint,
@@ -491,41 +488,40 @@ public final class RdmaFrameConnection implements FrameConnection
     }
 
     /**
-     * Completions are polled, not signalled, so an idle owner naps. A nap is a timer, and a timer is not free
-     * (about 55 us of CPU per park in the emulated test VM, whatever its length), so the naps grow from
-     * {@link #MIN_PARK_NS} while nothing completes, up to the caller's timeout, and shrink back at the first
-     * completion. Work handed over by another stage ends a nap at once through {@link #wakeup()}.
+     * Blocks on the endpoint's completion channel: armed, polled once more (a completion that came before the
+     * arming raises no event), then a wait that a completion, a connection event or {@link #wakeup()} ends at once,
+     * through an interrupt rather than a timer. Timed naps cost the idle owner a timer each (about 55 us of CPU per
+     * park in the emulated test VM) and delayed every completion by up to a nap: for a sync group over RDMA, each
+     * acknowledgement.
      */
     @Override
     public void awaitIo(final long timeoutMs) throws IOException
     {
-        if (completions != completionsAtLastWait)
-        {
-            completionsAtLastWait = completions;
-            parkNs = MIN_PARK_NS;
-        }
-        else
-        {
-            parkNs = Math.min(parkNs << 1, MAX_PARK_NS);
-        }
         endpoint.pollEvents(System.nanoTime());
-        waiter = Thread.currentThread();
-        LockSupport.parkNanos(Math.min(parkNs, timeoutMs * 1_000_000L));
-        waiter = null;
+        if (!endpoint.isEstablished())
+        {
+            LockSupport.parkNanos(Math.min(MAX_PARK_NS, timeoutMs * 1_000_000L));
+            return;
+        }
+        endpoint.armCompletionEvents();
+        final long before = completions;
+        poll();
+        if (completions != before || readyCount > 0 || failure != null)
+        {
+            return;
+        }
+        endpoint.awaitEvents((int)Math.min(Integer.MAX_VALUE, timeoutMs));
     }
 
     /**
-     * Any thread: ends the owner's current nap in {@link #awaitIo(long)}. Costs a volatile read when the owner
-     * is awake; a wake-up that races with the start of a nap is lost, which delays the owner by one nap at most.
+     * Any thread: ends the owner's current or next wait in {@link #awaitIo(long)}: the eventfd keeps a wake-up
+     * that comes before the wait starts, so none is lost (callers that wake often check their own sleeping flag
+     * first, as the shipper does). One system call.
      */
     @Override
     public void wakeup()
     {
-        final Thread owner = waiter;
-        if (null != owner)
-        {
-            LockSupport.unpark(owner);
-        }
+        endpoint.wakeup();
     }
 
     @Override

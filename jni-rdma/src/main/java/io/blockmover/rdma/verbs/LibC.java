@@ -4,8 +4,9 @@ import com.sun.jna.Native;
 import com.sun.jna.NativeLibrary;
 
 /**
- * The few libc functions the RDMA layer needs: making the rdma_cm event channel non-blocking and reading
- * {@code RLIMIT_MEMLOCK}, which bounds how much memory {@code ibv_reg_mr} may pin.
+ * The few libc functions the RDMA layer needs: making the rdma_cm event and completion channels non-blocking,
+ * waiting on them with {@code poll} (an eventfd ends a wait early), and reading {@code RLIMIT_MEMLOCK}, which
+ * bounds how much memory {@code ibv_reg_mr} may pin.
  * <p>
  * Direct-mapped; errors leave errno in {@code Native.getLastError()}. Thread-safe.
  */
@@ -27,6 +28,18 @@ public final class LibC
     public static final int RLIMIT_MAX_OFFSET = 8;
     /** {@code sizeof(struct rlimit)}. */
     public static final int RLIMIT_LENGTH = 16;
+    /** {@code poll} event: data to read. */
+    public static final int POLLIN = 1;
+    /** {@code sizeof(struct pollfd)}: int fd, short events, short revents. */
+    public static final int POLLFD_LENGTH = 8;
+    /** Offset of {@code events} in {@code struct pollfd}. */
+    public static final int POLLFD_EVENTS_OFFSET = 4;
+    /** Offset of {@code revents} in {@code struct pollfd}. */
+    public static final int POLLFD_REVENTS_OFFSET = 6;
+    /** {@code eventfd} flag: non-blocking. */
+    public static final int EFD_NONBLOCK = 2048;
+    /** {@code eventfd} flag: close on exec. */
+    public static final int EFD_CLOEXEC = 524288;
 
     static
     {
@@ -46,6 +59,53 @@ public final class LibC
      * @return result of the command, -1 with errno on failure.
      */
     public static native int fcntl(int fd, int cmd, int arg);
+
+    /**
+     * {@code int poll(struct pollfd *fds, nfds_t nfds, int timeout)}: blocks the calling thread in native code.
+     *
+     * @param fds     address of {@code nfds} pollfd structures.
+     * @param nfds    how many.
+     * @param timeout milliseconds, -1 for none.
+     * @return descriptors ready, 0 on time-out, -1 with errno.
+     */
+    public static native int poll(long fds, long nfds, int timeout);
+
+    /**
+     * {@code int eventfd(unsigned int initval, int flags)}.
+     *
+     * @param initval initial counter.
+     * @param flags   {@link #EFD_NONBLOCK}, {@link #EFD_CLOEXEC}.
+     * @return file descriptor or -1 with errno.
+     */
+    public static native int eventfd(int initval, int flags);
+
+    /**
+     * {@code ssize_t read(int fd, void *buf, size_t count)}.
+     *
+     * @param fd    file descriptor.
+     * @param buf   address.
+     * @param count bytes.
+     * @return bytes read or -1 with errno.
+     */
+    public static native long read(int fd, long buf, long count);
+
+    /**
+     * {@code ssize_t write(int fd, const void *buf, size_t count)}.
+     *
+     * @param fd    file descriptor.
+     * @param buf   address.
+     * @param count bytes.
+     * @return bytes written or -1 with errno.
+     */
+    public static native long write(int fd, long buf, long count);
+
+    /**
+     * {@code int close(int fd)}.
+     *
+     * @param fd file descriptor.
+     * @return 0 or -1 with errno.
+     */
+    public static native int close(int fd);
 
     /**
      * {@code int getrlimit(int resource, struct rlimit *rlim)}.
