@@ -180,7 +180,8 @@ public final class RdmaEndpoint implements AutoCloseable
         new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64), 0, WAIT_SCRATCH_LENGTH);
     /** Guards the wake-up eventfd against a close racing a {@link #wakeup()} from another thread. */
     private final Object wakeLock = new Object();
-    private final UnsafeBuffer waitScratchForWakeup = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64), 0, 8);
+    /** The eventfd increment, 1 in native order, set once: wakeup() runs on other threads, so it has its own buffer. */
+    private final UnsafeBuffer wakeIncrement = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64), 0, 8);
     private int wakeFd = -1;
     private int localQpNumber;
     private int outstandingSends;
@@ -214,6 +215,7 @@ public final class RdmaEndpoint implements AutoCloseable
         this.scratchAddress = scratch.addressOffset();
         this.completion = new WorkCompletion(scratch);
         this.state = State.RESOLVING_ADDRESS;
+        this.wakeIncrement.putLong(0, 1);
         prebuildWorkRequests();
     }
 
@@ -988,8 +990,7 @@ public final class RdmaEndpoint implements AutoCloseable
         {
             if (wakeFd >= 0)
             {
-                waitScratchForWakeup.putLong(0, 1);
-                LibC.write(wakeFd, waitScratchForWakeup.addressOffset(), 8);
+                LibC.write(wakeFd, wakeIncrement.addressOffset(), 8);
             }
         }
     }
