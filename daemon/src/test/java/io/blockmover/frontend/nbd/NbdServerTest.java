@@ -333,6 +333,7 @@ class NbdServerTest
         @Override
         public void flush() throws IOException
         {
+            threads.add(Thread.currentThread().getName());
             delegate.flush();
         }
 
@@ -362,6 +363,7 @@ class NbdServerTest
             System.getLogger("nbd-test"));
         server.start();
         final byte[] block = random(BLOCK, 21);
+        final byte[] large = random(4 * BLOCK, 22);
         try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
         {
             // Queue depth 1: each write arrives alone, so the reader runs it without waking a worker.
@@ -386,8 +388,42 @@ class NbdServerTest
             }
             assertTrue(export.mostAtOnce.get() >= 2, "a burst of 8 writes ran " + export.mostAtOnce.get() +
                 " at a time on " + export.threads);
+
+            // Back at queue depth 1, as fio --fsync=1 runs: a 16 KiB write whose payload reaches the socket after
+            // its header (libnbd sends them apart), then a FLUSH. Both must run on the reader: a payload that came
+            // late must not make the reader hand its request over.
+            export.threads.clear();
+            export.holdMs = 0;
+            for (int i = 0; i < 10; i++)
+            {
+                client.sendRequest(CMD_WRITE, 0, 200 + i, (long)i * large.length, large.length, null);
+                pauseSoTheReaderTakesTheHeaderAlone();
+                client.write(ByteBuffer.wrap(large));
+                assertEquals(0, client.readReply(0).error());
+                assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+            }
+            assertEquals(1, export.threads.size(), "threads that ran lone writes and flushes: " + export.threads);
+            assertTrue(export.threads.iterator().next().endsWith("-reader"), "ran on " + export.threads);
         }
-        assertArrayEquals(block, fileRange(7L * BLOCK, BLOCK));
+        assertArrayEquals(large, fileRange(9L * large.length, large.length));
+    }
+
+    /**
+     * The one pause in these tests: it gives the reader time to wake on a request header before the payload is
+     * sent, as it does when a real client's header and payload arrive apart. It only sets the scene: no assertion
+     * depends on how long it lasts.
+     */
+    private static void pauseSoTheReaderTakesTheHeaderAlone() throws IOException
+    {
+        try
+        {
+            Thread.sleep(5);
+        }
+        catch (final InterruptedException ex)
+        {
+            Thread.currentThread().interrupt();
+            throw new IOException(ex);
+        }
     }
 
     @Test
