@@ -4,8 +4,8 @@ import com.sun.jna.LastErrorException;
 import com.sun.jna.Native;
 
 /**
- * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size, and
- * read-ahead advice for mapped files.
+ * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size,
+ * read-ahead advice for mapped files, and page-cache advice for volumes.
  * Direct-mapped through JNA (cheap calls, no interface proxies). Any thread.
  */
 public final class Libc
@@ -55,6 +55,18 @@ public final class Libc
     public static native int madvise(long address, long length, int advice);
 
     public static native int getpid();
+
+    /** posix_fadvise: drop the range's clean pages from the page cache (dirty ones are only queued for write). */
+    public static final int POSIX_FADV_DONTNEED = 4;
+
+    /**
+     * @param fd     any descriptor of the file: the advice applies to its page cache, shared by all of them.
+     * @param offset start of the range.
+     * @param length bytes, 0 for "to the end".
+     * @param advice e.g. {@link #POSIX_FADV_DONTNEED}.
+     * @return 0 or an errno (it does not set errno; advice only: callers may ignore a failure).
+     */
+    public static native int posix_fadvise(int fd, long offset, long length, int advice);
 
     /**
      * @param fd of an open block device.

@@ -2,9 +2,12 @@ package io.blockmover.io;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.Arrays;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
@@ -123,6 +126,32 @@ class VolumeTest
             volume.force();
         }
         assertArrayEquals(data, Arrays.copyOfRange(Files.readAllBytes(path), BLOCK, 4 * BLOCK));
+    }
+
+    @Test
+    void shouldDropBufferedWritesFromThePageCacheOnceForced() throws IOException
+    {
+        // The applier's writes must not stay cached: large cached folios make every later small write costly.
+        final Path path = file("cached.img", random(64 * BLOCK, 5));
+        final byte[] data = random(16 * BLOCK, 6);
+        try (Volume volume = Volume.open(path, true);
+            FileChannel channel = FileChannel.open(path, StandardOpenOption.READ))
+        {
+            // Never touched, only asked: isLoaded() is mincore(2) on the file's pages, which reports the page
+            // cache without faulting anything in (a page mapped here could not be dropped).
+            final MappedByteBuffer residency = channel.map(FileChannel.MapMode.READ_ONLY, 8L * BLOCK, 16 * BLOCK);
+            final ByteBuffer src = aligned(16 * BLOCK);
+            src.put(data).clear();
+            volume.writeBuffered(8L * BLOCK, src, 16 * BLOCK);
+            assertTrue(residency.isLoaded(), "just written through the page cache, so cached");
+
+            volume.force();
+            assertFalse(residency.isLoaded(), "still cached after the force");
+
+            final ByteBuffer dst = aligned(16 * BLOCK);
+            volume.read(8L * BLOCK, dst, 16 * BLOCK);
+            assertArrayEquals(data, bytesOf(dst), "what was dropped was on disk");
+        }
     }
 
     @Test
