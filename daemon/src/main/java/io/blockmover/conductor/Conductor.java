@@ -179,8 +179,11 @@ public final class Conductor implements Agent, ControlServer.Handler
     @Override
     public int doWork()
     {
-        final long nowNs = clock.nanoTime();
         int work = control.poll(this);
+        // Read after the control requests, and again below after each stage that may block: a group create writes
+        // its record log (seconds per GiB), and a stage that starts a deadline from a time taken before that finds
+        // it already passed (a new group's dialer gave up before it had even connected).
+        long nowNs = clock.nanoTime();
         work += acceptPeers(nowNs);
         work += acceptRdmaPeers(nowNs);
         for (final Iterator<InboundConnection> it = inbound.iterator(); it.hasNext();)
@@ -192,6 +195,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 it.remove();
             }
         }
+        nowNs = clock.nanoTime(); // A peer's OPEN of a new group wrote its record log.
         jobsSnapshot.clear();
         jobsSnapshot.addAll(jobs.values()); // A job may discard itself while we iterate.
         for (final CopyJob job : jobsSnapshot)
@@ -210,6 +214,7 @@ public final class Conductor implements Agent, ControlServer.Handler
                 job.fail(ErrorCode.INTERNAL, "internal error: " + ex);
             }
         }
+        nowNs = clock.nanoTime();
         work += groups.doWork(nowNs);
         work += topologyTests.doWork(nowNs);
         if (reloadRequested.get() && reloadRequested.compareAndSet(true, false))

@@ -30,6 +30,11 @@ final class PeerDialer
     private static final int STEP_AWAIT_HELLO = 2;
     private static final int STEP_AWAIT_OPENED = 3;
     private static final int STEP_OPENED = 4;
+    /**
+     * The slowest rate at which a peer is assumed to write a new group's record log once (zeros, sequentially,
+     * O_DIRECT) before it answers OPEN: 20 ns a byte, 50 MB/s, below any disk a log belongs on.
+     */
+    static final long LOG_PREPARATION_NS_PER_BYTE = 20;
 
     private final Conductor conductor;
     private final String peer;
@@ -38,6 +43,7 @@ final class PeerDialer
     private ControlChannel channel;
     private int step = STEP_IDLE;
     private long deadlineNs;
+    private long waitNs;
     private String clientNonce;
     private int sessionId;
     private Map<String, Object> open;
@@ -77,7 +83,8 @@ final class PeerDialer
         close();
         this.open = open;
         this.opened = null;
-        deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
+        waitNs = conductor.ctx().connectTimeoutNs();
+        deadlineNs = nowNs + waitNs;
         final PeerConfig peerConfig = conductor.peerConfig(peer);
         final RdmaDevices.Choice choice = tcpOnly ? new RdmaDevices.Choice(null, "TCP, as asked") :
             conductor.transportFor(peerConfig);
@@ -151,7 +158,7 @@ final class PeerDialer
     {
         if (nowNs > deadlineNs && step != STEP_OPENED)
         {
-            throw new IOException("no answer within " + conductor.ctx().connectTimeoutNs() / 1_000_000 + " ms");
+            throw new IOException("no answer within " + waitNs / 1_000_000 + " ms");
         }
         switch (step)
         {
@@ -179,7 +186,7 @@ final class PeerDialer
                 {
                     return 0;
                 }
-                onServerHello(frame);
+                onServerHello(frame, nowNs);
                 return 1;
             }
             case STEP_AWAIT_OPENED ->
@@ -227,7 +234,7 @@ final class PeerDialer
         return connection;
     }
 
-    private void onServerHello(final ControlChannel.Frame frame) throws IOException
+    private void onServerHello(final ControlChannel.Frame frame, final long nowNs) throws IOException
     {
         if (frame.type() == FrameType.ERROR)
         {
@@ -262,6 +269,21 @@ final class PeerDialer
         channel.sendJson(FrameType.OPEN, sessionId, open);
         phase = "opening";
         step = STEP_AWAIT_OPENED;
+        // connect.timeout bounds connecting and authenticating. A peer answers OPEN only once ready, and for a group
+        // new to it that means writing the group's record log first: 1 GiB took 3 s on this kind of disk, an 8 GiB
+        // log far longer, so a create timed out while the peer was still writing it.
+        waitNs = conductor.ctx().connectTimeoutNs() + preparationAllowanceNs(open);
+        deadlineNs = nowNs + waitNs;
+    }
+
+    /**
+     * @param open an OPEN request.
+     * @return how long the peer may need beyond connecting to get ready for it: the time to write the record log
+     * it names, at the slowest rate assumed, or 0.
+     */
+    static long preparationAllowanceNs(final Map<String, Object> open)
+    {
+        return open.get("log_size") instanceof Number logSize ? logSize.longValue() * LOG_PREPARATION_NS_PER_BYTE : 0;
     }
 
     private void onOpened(final ControlChannel.Frame frame) throws IOException

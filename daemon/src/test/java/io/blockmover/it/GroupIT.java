@@ -17,6 +17,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import io.blockmover.BlockmoverException;
 import io.blockmover.frontend.nbd.NbdProtocol;
 
 import static io.blockmover.it.GroupChecks.awaitReplicated;
@@ -568,6 +569,39 @@ class GroupIT
                 try (Stream<Path> left = Files.list(state))
                 {
                     assertEquals(List.of(), left.toList(), site + " kept state of groups that do not exist");
+                }
+            }
+        }
+    }
+
+    @Test
+    void shouldCreateAGroupWhoseLogTakesThePartnerLongerToWriteThanConnecting() throws Exception
+    {
+        // Each side writes a new group's 4 GiB record log once before it answers: about 12 s per side on this
+        // machine's disk, beyond the 5 s connect.timeout that used to bound the wait for the partner's OPENED too.
+        final String name = "biglog";
+        final Path[] sources = randomFiles(name + "-src", 1, 61);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final List<String> options = new ArrayList<>(List.of(volumeOptions(sources, destinations)));
+        options.addAll(List.of("--log-size", "4g"));
+        try
+        {
+            GroupChecks.create(testbed, name, options.toArray(new String[0]));
+            awaitReplicated(testbed, name, 60);
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        }
+        finally
+        {
+            // With it go 8 GiB of logs; whichever side has it (a failed create may leave the partner's).
+            for (final String site : List.of("site-a", "site-b"))
+            {
+                try
+                {
+                    testbed.call(site, "group-delete", Map.of("name", name));
+                }
+                catch (final BlockmoverException ex)
+                {
+                    // Not there: nothing to clean up on this side.
                 }
             }
         }
