@@ -351,7 +351,7 @@ class NbdServerTest
     }
 
     @Test
-    void shouldRunALoneRequestOnTheReaderAndSpreadABurstOverWorkers() throws IOException
+    void shouldRunALoneRequestOnTheReaderAndSpreadABurstOverWorkers() throws IOException, InterruptedException
     {
         file = dir.resolve("disk.img");
         Files.write(file, random(SIZE, 7));
@@ -397,7 +397,7 @@ class NbdServerTest
             for (int i = 0; i < 10; i++)
             {
                 client.sendRequest(CMD_WRITE, 0, 200 + i, (long)i * large.length, large.length, null);
-                pauseSoTheReaderTakesTheHeaderAlone();
+                awaitReaderWaitingForThePayload();
                 client.write(ByteBuffer.wrap(large));
                 assertEquals(0, client.readReply(0).error());
                 assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
@@ -409,21 +409,15 @@ class NbdServerTest
     }
 
     /**
-     * The one pause in these tests: it gives the reader time to wake on a request header before the payload is
-     * sent, as it does when a real client's header and payload arrive apart. It only sets the scene: no assertion
-     * depends on how long it lasts.
+     * Waits until the connection's reader has taken a request header and blocks for its payload, as it does when a
+     * real client's header and payload arrive apart.
      */
-    private static void pauseSoTheReaderTakesTheHeaderAlone() throws IOException
+    private static void awaitReaderWaitingForThePayload() throws InterruptedException
     {
-        try
-        {
-            Thread.sleep(5);
-        }
-        catch (final InterruptedException ex)
-        {
-            Thread.currentThread().interrupt();
-            throw new IOException(ex);
-        }
+        awaitTrue("the reader waits for a payload", () -> Thread.getAllStackTraces().entrySet().stream()
+            .filter(thread -> thread.getKey().getName().endsWith("-reader"))
+            .anyMatch(thread -> Arrays.stream(thread.getValue())
+                .anyMatch(frame -> "readPayload".equals(frame.getMethodName()))));
     }
 
     @Test
