@@ -28,19 +28,6 @@ import io.blockmover.cnc.CncFile;
     name = "blockmover",
     mixinStandardHelpOptions = true,
     versionProvider = BlockmoverCli.Version.class,
-    subcommands = {
-        BlockmoverCli.Copy.class,
-        BlockmoverCli.Jobs.class,
-        BlockmoverCli.Cancel.class,
-        BlockmoverCli.Status.class,
-        BlockmoverCli.Stat.class,
-        GroupCommand.class,
-        EventsCommand.class,
-        VerifyCommand.class,
-        PeerCommand.class,
-        TopologyCommand.class,
-        ReloadCommand.class,
-        CommandLine.HelpCommand.class},
     description = {
         "Replicate block volumes between Linux hosts with blockmoverd.",
         "",
@@ -58,6 +45,24 @@ import io.blockmover.cnc.CncFile;
 public final class BlockmoverCli
 {
     static final Path DEFAULT_SOCKET = Path.of("/run/blockmover/control.sock");
+    /**
+     * The subcommands, in the order help lists them. Not in the annotation: picocli then builds the model of every
+     * one by reflection on each start, half a second on a fast host and over ten seconds in an emulated one,
+     * where scripts call one command at a time. {@link #commandLine} adds only the one a command line names.
+     */
+    private static final List<Class<?>> SUBCOMMANDS = List.of(
+        Copy.class,
+        Jobs.class,
+        Cancel.class,
+        Status.class,
+        Stat.class,
+        GroupCommand.class,
+        EventsCommand.class,
+        VerifyCommand.class,
+        PeerCommand.class,
+        TopologyCommand.class,
+        ReloadCommand.class,
+        CommandLine.HelpCommand.class);
 
     /**
      * Options every command shares.
@@ -127,7 +132,7 @@ public final class BlockmoverCli
         {
             System.setProperty("picocli.usage.width", "110");
         }
-        final CommandLine commandLine = new CommandLine(new BlockmoverCli());
+        final CommandLine commandLine = commandLine(args);
         commandLine.setExecutionExceptionHandler((ex, cmd, parseResult) ->
         {
             if (ex instanceof BlockmoverException bex)
@@ -151,6 +156,37 @@ public final class BlockmoverCli
             throw ex;
         });
         return commandLine.execute(args);
+    }
+
+    /**
+     * The command's model for a command line: when its first word names a subcommand, only that subcommand's
+     * (parsing and its errors are the same, as nothing else can match there); otherwise, as for help, an unknown
+     * command or none, every subcommand's.
+     *
+     * @param args the command line; none for the full model (man pages).
+     * @return the command line to execute.
+     */
+    static CommandLine commandLine(final String... args)
+    {
+        final CommandLine commandLine = new CommandLine(new BlockmoverCli());
+        final String first = args.length > 0 ? args[0] : "";
+        Class<?> named = null;
+        for (final Class<?> subcommand : SUBCOMMANDS)
+        {
+            if (subcommand != CommandLine.HelpCommand.class &&
+                subcommand.getAnnotation(Command.class).name().equals(first))
+            {
+                named = subcommand;
+            }
+        }
+        for (final Class<?> subcommand : SUBCOMMANDS)
+        {
+            if (named == null || subcommand == named)
+            {
+                commandLine.addSubcommand(subcommand);
+            }
+        }
+        return commandLine;
     }
 
     /**

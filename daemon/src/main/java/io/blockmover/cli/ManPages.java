@@ -54,7 +54,7 @@ public final class ManPages
         }
         final String version = ManPages.class.getPackage().getImplementationVersion();
         final ManPages pages = new ManPages(Path.of(args[0]), version == null ? "development build" : version);
-        final CommandLine cli = new CommandLine(BlockmoverCli.class);
+        final CommandLine cli = BlockmoverCli.commandLine();
         pages.exitCodes.addAll(List.of(cli.getCommandSpec().usageMessage().exitCodeList().entrySet().stream()
             .map((e) -> e.getKey().trim() + "\t" + e.getValue()).toArray(String[]::new)));
         pages.command(cli.getCommandSpec(), "blockmover");

@@ -132,6 +132,21 @@ class BlockmoverCliTest
     }
 
     @Test
+    void shouldBuildOnlyTheNamedSubcommandButEveryOneForHelp()
+    {
+        // Every start used to build the model of all subcommands by reflection: over ten seconds per call in the
+        // emulated RDMA test VM.
+        assertEquals(java.util.Set.of("stat"), BlockmoverCli.commandLine("stat", "--json").getSubcommands().keySet());
+        assertTrue(BlockmoverCli.commandLine("help", "group").getSubcommands().keySet()
+            .containsAll(java.util.List.of("copy", "jobs", "group", "peer", "verify", "help")));
+        assertEquals(BlockmoverCli.commandLine().getSubcommands().keySet(),
+            BlockmoverCli.commandLine("frobnicate").getSubcommands().keySet());
+
+        assertEquals(0, BlockmoverCli.run("help", "stat"));
+        assertTrue(stdout().contains("Usage: blockmover stat"), stdout());
+    }
+
+    @Test
     void shouldExitTwoOnUnknownCommand()
     {
         final int status = BlockmoverCli.run("frobnicate");
