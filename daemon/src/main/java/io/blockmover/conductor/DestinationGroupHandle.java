@@ -148,6 +148,24 @@ final class DestinationGroupHandle
     }
 
     /**
+     * Ends a previous session still running (its source reconnected before this side saw it go) and forces the
+     * log, for the OPENED answer: the source counts every record held here as durable (it releases its own log by
+     * it and acknowledges FLUSHes by it), so none may sit unforced.
+     *
+     * @return the highest LSN this side holds, durably.
+     */
+    long forceHeld()
+    {
+        if (receiver != null)
+        {
+            conductor.log("group " + config.name + ": " + config.peer + " reconnected, closing its previous session");
+            closeSession();
+        }
+        group.forceLog();
+        return heldLsn();
+    }
+
+    /**
      * @param resend whether the source resends a record this side got damaged (NACK) instead of reconnecting.
      */
     void startSession(final FrameConnection connection, final int sessionId, final boolean resend)

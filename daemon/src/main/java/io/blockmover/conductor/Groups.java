@@ -808,7 +808,7 @@ final class Groups implements AutoCloseable
             conductor.log("group " + name + " created as a destination of " + peer);
         }
         final Map<String, Object> opened = new LinkedHashMap<>();
-        opened.put("held_lsn", handle.heldLsn());
+        opened.put("held_lsn", handle.forceHeld());
         // Features this destination offers the source; an older one sends none, and the source then refuses them.
         opened.put("verify", true);
         opened.put("settings", true);

@@ -476,34 +476,47 @@ class GroupIT
         final long resentBefore = number(awaitReplicated(testbed, name, 60), "regions_resent");
         final StampedWriter writer = new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created),
             4096, 64);
-        writer.start();
-        Testbed.await("some writes", 30, () -> writer.acked() >= 200);
-
-        testbed.link("down");
         try
         {
-            Testbed.await("the source to notice the outage", 30,
-                () -> "degraded".equals(state(testbed.group("site-a", name))));
-            Testbed.await("writes to overflow the log into the bitmaps", 60, () ->
+            writer.start();
+            Testbed.await("some writes", 30, () -> writer.acked() >= 200);
+
+            testbed.link("down");
+            try
             {
-                assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
-                return number(testbed.group("site-a", name), "writes_tracked_by_bitmap") > 100;
-            });
-            final Map<String, Object> down = testbed.group("site-a", name);
-            assertTrue(number(down, "dirty_regions") > 0, down.toString());
+                Testbed.await("the source to notice the outage", 30,
+                    () -> "degraded".equals(state(testbed.group("site-a", name))));
+                Testbed.await("writes to overflow the log into the bitmaps", 60, () ->
+                {
+                    assertTrue(writer.isRunning(), () -> "the writer stopped: " + writer.ended());
+                    return number(testbed.group("site-a", name), "writes_tracked_by_bitmap") > 100;
+                });
+                final Map<String, Object> down = testbed.group("site-a", name);
+                assertTrue(number(down, "dirty_regions") > 0, down.toString());
+            }
+            finally
+            {
+                testbed.link("up");
+            }
+            Testbed.await("replicating again", 90, () -> "replicating".equals(state(testbed.group("site-a", name))),
+                () -> "\nwriter: acked " + writer.acked() + (writer.isRunning() ? ", running" : ", " +
+                    writer.ended()) + "\nsite-a: " + testbed.group("site-a", name) + "\nsite-b: " +
+                    testbed.group("site-b", name) + "\nsite-a log:\n" + testbed.logTail("site-a", 30) +
+                    "\nsite-b log:\n" + testbed.logTail("site-b", 30));
+            writer.stop();
+            final Map<String, Object> status = awaitReplicated(testbed, name, 60);
+
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+            assertEquals(writer.acked(), StampedWriter.assertPrefix("destination after the resync", destinations,
+                4096));
+            assertTrue(number(status, "regions_resent") > resentBefore, status.toString());
         }
         finally
         {
-            testbed.link("up");
+            // A failure here must not leave the group for the next test (which counts groups) to trip on.
+            writer.halt();
+            GroupChecks.delete(testbed, name);
         }
-        Testbed.await("replicating again", 90, () -> "replicating".equals(state(testbed.group("site-a", name))));
-        writer.stop();
-        final Map<String, Object> status = awaitReplicated(testbed, name, 60);
-
-        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
-        assertEquals(writer.acked(), StampedWriter.assertPrefix("destination after the resync", destinations, 4096));
-        assertTrue(number(status, "regions_resent") > resentBefore, status.toString());
-        GroupChecks.delete(testbed, name);
     }
 
     @Test

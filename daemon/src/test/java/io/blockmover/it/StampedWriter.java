@@ -283,6 +283,25 @@ final class StampedWriter
     /**
      * Stops after the write in progress; closes the connections if it does not end within 30 s (a blocked write).
      */
+    /**
+     * Stops the writer, if started, without judging how it ended: for clean-up after a failure.
+     */
+    void halt() throws InterruptedException
+    {
+        stopping = true;
+        if (thread != null)
+        {
+            thread.join(30_000);
+            if (thread.isAlive())
+            {
+                for (final NbdClient client : clients)
+                {
+                    client.close();
+                }
+            }
+        }
+    }
+
     void stop() throws InterruptedException
     {
         stopping = true;

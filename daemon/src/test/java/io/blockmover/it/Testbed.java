@@ -4,10 +4,12 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -227,16 +229,36 @@ final class Testbed implements AutoCloseable
     }
 
     /**
+     * The last lines of a site's daemon log, for a failure message.
+     */
+    String logTail(final String site, final int lines)
+    {
+        final String[] all = log(site).split("\n");
+        return String.join("\n", Arrays.copyOfRange(all, Math.max(0, all.length - lines), all.length));
+    }
+
+    /**
      * Waits for a condition with a deadline, polling; never a bare sleep.
      */
     static void await(final String what, final long timeoutSeconds, final BooleanSupplier condition)
+    {
+        await(what, timeoutSeconds, condition, () -> "");
+    }
+
+    /**
+     * Waits for a condition with a deadline, polling; on a timeout the failure carries {@code diagnosis}, taken
+     * then (the state that would explain the stall is gone by the time anyone reads the report).
+     */
+    static void await(
+        final String what, final long timeoutSeconds, final BooleanSupplier condition, final Supplier<String> diagnosis)
     {
         final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
         while (!condition.getAsBoolean())
         {
             if (System.nanoTime() > deadline)
             {
-                throw new AssertionError("timed out after " + timeoutSeconds + " s waiting for " + what);
+                throw new AssertionError("timed out after " + timeoutSeconds + " s waiting for " + what +
+                    diagnosis.get());
             }
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50));
         }

@@ -415,7 +415,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     }
 
     /**
-     * Forces the log (the receiver's thread): records received and the head released so far become durable.
+     * Forces the log (the receiver's thread; the conductor's before it answers an OPEN): records received and the head
+     * released so far become durable.
      */
     public void forceLog()
     {

@@ -158,9 +158,12 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         sendCursor.position(log.headPosition());
         releaseCursor.position(log.headPosition());
         // Records made durable in an earlier session may still fill the log: release them now, or a resync that
-        // waits for log space (and sends nothing that would bring a DURABLE) waits forever.
+        // waits for log space (and sends nothing that would bring a DURABLE) waits forever. What the partner holds
+        // is durable there (it forces its log before answering OPEN), including records whose DURABLE the last
+        // session never delivered: release by that, not only by the DURABLE frames seen so far.
+        durable = Math.max(durable, acked);
         releasePending = true;
-        group.partnerProgress(acked, acked);
+        group.partnerProgress(acked, durable);
         group.linked(this::wakeIfSleeping);
     }
 

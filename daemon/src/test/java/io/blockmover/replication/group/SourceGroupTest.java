@@ -370,6 +370,40 @@ class SourceGroupTest
     }
 
     /**
+     * A session that ends after the partner took a log's worth of resync records, but before its DURABLE came,
+     * leaves the log full. The next session's OPENED says the partner holds them all (forced there first): the new
+     * shipper must release them, since nothing else will; the resync waits for room and sends nothing that could
+     * bring a DURABLE. It used to take the partner's LSN as durable for the group but not for its own release,
+     * and the initial sync stalled for good (GroupIT under load, where a 2 s peer.timeout ends sessions).
+     */
+    @Test
+    void shouldReleaseWhatThePartnerHeldFromAnEarlierSessionSoAResyncWaitingForRoomGoesOn() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        final int regions = (int)(VOLUME_SIZE / REGION);
+        for (int r = 0; r < regions; r++)
+        {
+            group.dirty(0).set(r);
+        }
+        int region = 0;
+        while (group.resyncRegion(0, region, regionBuffer))
+        {
+            region++;
+        }
+        assertTrue(region > 0 && region < regions, "the log filled after " + region + " regions");
+        final long held = group.publishedLsn();
+
+        final Shipper shipper = new Shipper(group, new NullFrameConnection(), 2, held, false, () -> 0, 1000,
+            Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals(0, group.log().usedBytes(), "the records the partner holds are released");
+        assertTrue(group.resyncRegion(0, region, regionBuffer), "room again for the resync");
+        shipper.onClose();
+    }
+
+    /**
      * @return a shipper over a connection that never answers, on the given clock, started.
      */
     private Shipper startedShipperWithAckTimeout(final long[] now, final long ackTimeoutNs)
