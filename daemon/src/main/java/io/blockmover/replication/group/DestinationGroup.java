@@ -427,6 +427,18 @@ public final class DestinationGroup implements Agent, AutoCloseable
     }
 
     /**
+     * Forces the records received so far, for a DURABLE answer; the released head only when it is due
+     * ({@link RecordLog#forceRecords}). The receiver's thread.
+     */
+    public void forceRecords()
+    {
+        synchronized (forceLock)
+        {
+            log.forceRecords();
+        }
+    }
+
+    /**
      * A record whose payload no longer matches its CRC in the log: not a passing disk condition.
      */
     static final class DamagedRecordException extends IOException

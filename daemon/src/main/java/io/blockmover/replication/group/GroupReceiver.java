@@ -501,7 +501,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private void forceAndAnswer(final long nowNs) throws IOException
     {
         final long startNs = clock.nanoTime();
-        group.forceLog();
+        group.forceRecords();
         group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
         unforcedBytes = 0;
         durableLsn = appendedLsn;

@@ -390,8 +390,12 @@ public final class SourceGroup implements AutoCloseable
         }
         else
         {
-            // Async, or the partner is away: the source log itself must survive a crash of this host.
-            forceLog();
+            // Async, or the partner is away: the source log itself must survive a crash of this host. The
+            // released head waits until due (RecordLog.forceRecords): a FLUSH needs the records, not the head.
+            synchronized (forceLock)
+            {
+                log.forceRecords();
+            }
         }
         flushes.incrementAndGet();
     }

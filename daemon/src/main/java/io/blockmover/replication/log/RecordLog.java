@@ -96,6 +96,10 @@ public final class RecordLog implements AutoCloseable
     public static final long NULL_LSN = 0;
 
     private static final long NO_CLAIM = -1;
+    /** {@link #forceRecords} persists the head once this much was released since (or a 16th of a smaller log). */
+    static final long HEAD_PERSIST_BYTES = 4L << 20;
+    /** {@link #forceRecords} persists a head that moved once this long has passed since it was last persisted. */
+    static final long HEAD_PERSIST_INTERVAL_NS = 100_000_000L;
     /** Appends ask for the page cache to hold this much of the log ahead of the tail (see readAhead). */
     private static final int READ_AHEAD_LENGTH = 1 << 20;
     private static final int STAGING_ALIGNMENT = 4096;
@@ -151,6 +155,8 @@ public final class RecordLog implements AutoCloseable
     private long generation;
     private long persistedHeadPosition;
     private long persistedHeadLsn;
+    private long headPersistedNs = System.nanoTime();
+    private long headPersistIntervalNs = HEAD_PERSIST_INTERVAL_NS;
     private long forcedPosition;
     private long nextLsn;
     private long claimRecordPosition = NO_CLAIM;
@@ -529,6 +535,35 @@ public final class RecordLog implements AutoCloseable
      */
     public void force()
     {
+        force(true);
+    }
+
+    /**
+     * Makes the records appended since the last force durable, as {@link #force} does, but persists the released
+     * head only when it is due: when {@link #HEAD_PERSIST_BYTES} (or a sixteenth of the log) were released since
+     * it was last persisted, {@link #HEAD_PERSIST_INTERVAL_NS} passed since, or less than half the log is free for
+     * appends. For the force after every batch of a sync partner, the one a FLUSH waits for: the head lives in
+     * the file header, a page of its own, and writing it back on every force cost a second write before the
+     * device flush (log_force p50 about 420 us against 310 without it, on this host's disk). A head persisted
+     * late costs nothing but replay after a crash, of records already applied, bounded by those limits.
+     */
+    public void forceRecords()
+    {
+        final long released = headPosition.get() - persistedHeadPosition;
+        force(released >= Math.min(HEAD_PERSIST_BYTES, capacity / 16) ||
+            System.nanoTime() - headPersistedNs >= headPersistIntervalNs || freeBytes() < capacity / 2);
+    }
+
+    /**
+     * Tests: how long {@link #forceRecords} may leave a moved head unpersisted.
+     */
+    void headPersistInterval(final long intervalNs)
+    {
+        headPersistIntervalNs = intervalNs;
+    }
+
+    private void force(final boolean persistHead)
+    {
         final long tail = tailPosition.get();
 
         long version;
@@ -542,7 +577,7 @@ public final class RecordLog implements AutoCloseable
         }
         while ((version & 1) != 0 || version != headVersion.get());
 
-        final boolean headMoved = position != persistedHeadPosition || lsn != persistedHeadLsn;
+        final boolean headMoved = persistHead && (position != persistedHeadPosition || lsn != persistedHeadLsn);
         if (headMoved)
         {
             // The slot only names records already released: it may become durable with the new records, in one
@@ -971,6 +1006,7 @@ public final class RecordLog implements AutoCloseable
         writeFully(slotStaging, SLOT_CRC_OFFSET + 4, slot);
         persistedHeadPosition = position;
         persistedHeadLsn = lsn;
+        headPersistedNs = System.nanoTime();
     }
 
     private void forceRange(final long from, final long to)

@@ -329,6 +329,54 @@ class RecordLogTest
         }
     }
 
+    /**
+     * The force after each batch of a sync partner makes the records durable; the released head (a page of its
+     * own) only when enough was released, time passed, or room is getting short. A full force always writes it.
+     */
+    @Test
+    void shouldPersistTheReleasedHeadOnAForceOfRecordsOnlyWhenDue()
+    {
+        try (RecordLog log = openSmall("lazy-head.log"))
+        {
+            log.headPersistInterval(Long.MAX_VALUE);
+            final RecordLog.Cursor cursor = log.newCursor();
+            long lsn = 1;
+            for (; lsn <= 4; lsn++)
+            {
+                assertTrue(append(log, lsn, 4000) >= 0);
+            }
+            assertTrue(cursor.next());
+            log.release(cursor.position());
+            log.forceRecords();
+            assertFalse(log.isHeadPersisted(), "one small record released: the head waits");
+            assertEquals(CAPACITY - log.usedBytes() - recordLength(4000), log.freeBytes(), "not reusable yet");
+
+            while (log.headPosition() < CAPACITY / 16)
+            {
+                assertTrue(append(log, lsn++, 4000) >= 0);
+                assertTrue(cursor.next());
+                log.release(cursor.position());
+            }
+            log.forceRecords();
+            assertTrue(log.isHeadPersisted(), "a 16th of the log released: the head is due");
+            assertEquals(CAPACITY - log.usedBytes(), log.freeBytes(), "released room is reusable");
+
+            while (log.freeBytes() >= CAPACITY / 2)
+            {
+                assertTrue(append(log, lsn++, 4000) >= 0);
+            }
+            assertTrue(cursor.next());
+            log.release(cursor.position());
+            log.forceRecords();
+            assertTrue(log.isHeadPersisted(), "less than half free: the head is due");
+
+            assertTrue(cursor.next());
+            log.release(cursor.position());
+            log.force();
+            assertTrue(log.isHeadPersisted(), "a full force always persists it");
+        }
+    }
+
     @Test
     void shouldRecoverRecordsAndHeadAfterCloseAndAfterDrop()
     {
