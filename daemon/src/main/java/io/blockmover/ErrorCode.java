@@ -22,6 +22,8 @@ public enum ErrorCode
     PEER_UNREACHABLE(5),
     PROTOCOL_ERROR(5),
     BUSY(5),
+    /** The peer is writing a new group's log: the OPEN is sent again until it is done. */
+    PREPARING(5),
     IO_ERROR(1),
     VERIFY_MISMATCH(1),
     CANCELLED(1),

@@ -61,6 +61,31 @@ final class DestinationGroupHandle
         this.config = config;
     }
 
+    /**
+     * Checks the destination volumes as {@link #open} will, and lets them go: a new group's volumes are checked
+     * before its log is written.
+     */
+    void checkVolumes()
+    {
+        for (final GroupConfig.VolumePair pair : config.volumes)
+        {
+            try (Volume volume = Volume.open(Path.of(pair.target), true))
+            {
+                checkSize(pair, volume);
+            }
+        }
+    }
+
+    private void checkSize(final GroupConfig.VolumePair pair, final Volume volume)
+    {
+        if (volume.size() < pair.size)
+        {
+            throw new BlockmoverException(ErrorCode.VOLUME_TOO_SMALL, "destination " + pair.target + " on " +
+                conductor.ctx().nodeName() + " is " + volume.size() + " bytes, the source is " + pair.size +
+                ": grow the destination or choose a larger one");
+        }
+    }
+
     void open()
     {
         final Volume[] volumes = new Volume[config.volumes.size()];
@@ -71,12 +96,7 @@ final class DestinationGroupHandle
             {
                 final GroupConfig.VolumePair pair = config.volumes.get(i);
                 volumes[i] = Volume.open(Path.of(pair.target), true);
-                if (volumes[i].size() < pair.size)
-                {
-                    throw new BlockmoverException(ErrorCode.VOLUME_TOO_SMALL, "destination " + pair.target + " on " +
-                        conductor.ctx().nodeName() + " is " + volumes[i].size() + " bytes, the source is " + pair.size +
-                        ": grow the destination or choose a larger one");
-                }
+                checkSize(pair, volumes[i]);
             }
             if (TestMount.removeLeftover(store.dir(config.name)))
             {

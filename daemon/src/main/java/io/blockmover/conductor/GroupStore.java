@@ -106,6 +106,37 @@ final class GroupStore
         }
     }
 
+    /**
+     * Removes the directories of groups whose create never completed (no group.json: the daemon stopped while
+     * their log was being written or their partner asked, or the partner never came back for a log written for
+     * it). Only at start-up, when no create is under way.
+     *
+     * @return the names removed.
+     */
+    List<String> removeUnfinished()
+    {
+        final List<String> removed = new ArrayList<>();
+        try (DirectoryStream<Path> dirs = Files.newDirectoryStream(groupsDir))
+        {
+            for (final Path dir : dirs)
+            {
+                if (Files.isDirectory(dir) && !Files.exists(dir.resolve("group.json")))
+                {
+                    removed.add(dir.getFileName().toString());
+                }
+            }
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot list groups in " + groupsDir + ": " + ex, ex);
+        }
+        for (final String name : removed)
+        {
+            delete(name);
+        }
+        return removed;
+    }
+
     List<GroupConfig> loadAll()
     {
         final List<GroupConfig> configs = new ArrayList<>();

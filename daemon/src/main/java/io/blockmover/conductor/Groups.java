@@ -2,6 +2,7 @@ package io.blockmover.conductor;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -36,6 +37,10 @@ final class Groups implements AutoCloseable
     private final Map<String, SourceGroupHandle> sources = new TreeMap<>();
     private final Map<String, DestinationGroupHandle> destinations = new TreeMap<>();
     private final List<SourceGroupHandle> pending = new ArrayList<>();
+    private final LogPreparer logPreparer = new LogPreparer();
+    // Destination groups whose log is being written, by name: the source's OPEN is refused (PREPARING) and
+    // retried until it is.
+    private final Map<String, LogPreparer.Preparation> preparingDestinations = new HashMap<>();
     private final List<SourceGroupHandle> pendingSnapshot = new ArrayList<>();
     private final List<Volume> localVolumes = new ArrayList<>();
     private final GroupVerifies verifies;
@@ -77,6 +82,10 @@ final class Groups implements AutoCloseable
             localVolumes.add(volume);
             exports.add(new VolumeExport(local.getKey(), volume, false));
             conductor.log("NBD export " + local.getKey() + " serves " + local.getValue() + " (not replicated)");
+        }
+        for (final String unfinished : store.removeUnfinished())
+        {
+            conductor.log("group " + unfinished + ": its create never completed; its files were removed");
         }
         for (final GroupConfig config : store.loadAll())
         {
@@ -379,18 +388,13 @@ final class Groups implements AutoCloseable
         config.seeding = Boolean.TRUE.equals(args.get("seeded"));
         store.delete(name);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
-        try
-        {
-            handle.open(true);
-        }
-        catch (final BlockmoverException ex)
-        {
-            store.delete(name);
-            throw ex;
-        }
-        handle.awaitAcceptance(client, id);
+        // The log is written on the preparer's thread; the handle opens the group once it is (doWork), then
+        // dials the partner, and the client hears when the partner accepts or refuses.
+        handle.openOnceLogPrepared(logPreparer.prepare(store.dir(name).resolve("log"), logSize,
+            conductor.ctx().chunkLength()), client, id);
         pending.add(handle);
-        conductor.log("group " + name + " created, waiting for " + peer + " to accept it");
+        conductor.log("group " + name + " created, writing its " + logSize + "-byte log before " + peer +
+            " is asked to accept it");
     }
 
     private static long rpoTargetMs(final Map<String, Object> args)
@@ -703,6 +707,60 @@ final class Groups implements AutoCloseable
     }
 
     /**
+     * A group new here needs its record log written first, which takes seconds to minutes: it is written on the
+     * preparer's thread, and the source's OPEN is refused with PREPARING (the source asks again) until it is. The
+     * volumes are checked first, so a wrong target is refused before the log is written, not after.
+     *
+     * @throws BlockmoverException PREPARING while the log is being written; the preparer's error if it failed.
+     */
+    private void awaitPreparedLog(final DestinationGroupHandle handle, final String peer)
+    {
+        final GroupConfig config = handle.config;
+        final Path file = store.dir(config.name).resolve("log");
+        LogPreparer.Preparation preparation = preparingDestinations.get(config.name);
+        if (preparation != null && !preparation.isFor(file, config.logSize, config.regionLength))
+        {
+            // A source that gave up and came back with other settings: start over once the old one is done.
+            if (!preparation.done().isDone())
+            {
+                throw preparing(config, peer);
+            }
+            preparingDestinations.remove(config.name);
+            preparation = null;
+        }
+        if (preparation == null)
+        {
+            handle.checkVolumes();
+            store.delete(config.name);
+            preparingDestinations.put(config.name, logPreparer.prepare(file, config.logSize, config.regionLength));
+            conductor.log("group " + config.name + ": writing its " + config.logSize + "-byte log before accepting " +
+                peer + " as its source");
+            throw preparing(config, peer);
+        }
+        if (!preparation.done().isDone())
+        {
+            throw preparing(config, peer);
+        }
+        preparingDestinations.remove(config.name);
+        try
+        {
+            preparation.done().join();
+        }
+        catch (final java.util.concurrent.CompletionException ex)
+        {
+            store.delete(config.name);
+            throw ex.getCause() instanceof BlockmoverException b ? b : new BlockmoverException(ErrorCode.IO_ERROR,
+                "cannot write the log of group " + config.name + ": " + ex.getCause(), ex.getCause());
+        }
+    }
+
+    private BlockmoverException preparing(final GroupConfig config, final String peer)
+    {
+        return new BlockmoverException(ErrorCode.PREPARING, "writing the " + config.logSize + "-byte log of group " +
+            config.name + " before accepting " + peer + " as its source");
+    }
+
+    /**
      * A source opens a group here: create it as a destination if new, check it matches if not, and hand the
      * connection to the group's receiver.
      *
@@ -792,8 +850,8 @@ final class Groups implements AutoCloseable
                 GroupMode.parse(String.valueOf(open.get("mode"))), false, pairs,
                 ((Number)open.get("log_size")).longValue(), regionLength, System.currentTimeMillis());
             config.adoptSettings(open);
-            store.delete(name);
             handle = new DestinationGroupHandle(conductor, store, config);
+            awaitPreparedLog(handle, peer);
             try
             {
                 handle.open();
@@ -952,6 +1010,7 @@ final class Groups implements AutoCloseable
     @Override
     public void close()
     {
+        logPreparer.close();
         for (final SourceGroupHandle handle : pending)
         {
             handle.close();

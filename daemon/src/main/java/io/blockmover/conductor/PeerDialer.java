@@ -30,12 +30,6 @@ final class PeerDialer
     private static final int STEP_AWAIT_HELLO = 2;
     private static final int STEP_AWAIT_OPENED = 3;
     private static final int STEP_OPENED = 4;
-    /**
-     * The slowest rate at which a peer is assumed to write a new group's record log once (zeros, sequentially,
-     * O_DIRECT) before it answers OPEN: 20 ns a byte, 50 MB/s, below any disk a log belongs on.
-     */
-    static final long LOG_PREPARATION_NS_PER_BYTE = 20;
-
     private final Conductor conductor;
     private final String peer;
     private SocketChannel socket;
@@ -269,21 +263,10 @@ final class PeerDialer
         channel.sendJson(FrameType.OPEN, sessionId, open);
         phase = "opening";
         step = STEP_AWAIT_OPENED;
-        // connect.timeout bounds connecting and authenticating. A peer answers OPEN only once ready, and for a group
-        // new to it that means writing the group's record log first: 1 GiB took 3 s on this kind of disk, an 8 GiB
-        // log far longer, so a create timed out while the peer was still writing it.
-        waitNs = conductor.ctx().connectTimeoutNs() + preparationAllowanceNs(open);
+        // connect.timeout bounds the OPEN too: a peer writing a new group's record log (seconds to minutes) does it
+        // on a thread of its own and answers PREPARING at once; the source asks again (SourceGroupHandle).
+        waitNs = conductor.ctx().connectTimeoutNs();
         deadlineNs = nowNs + waitNs;
-    }
-
-    /**
-     * @param open an OPEN request.
-     * @return how long the peer may need beyond connecting to get ready for it: the time to write the record log
-     * it names, at the slowest rate assumed, or 0.
-     */
-    static long preparationAllowanceNs(final Map<String, Object> open)
-    {
-        return open.get("log_size") instanceof Number logSize ? logSize.longValue() * LOG_PREPARATION_NS_PER_BYTE : 0;
     }
 
     private void onOpened(final ControlChannel.Frame frame) throws IOException

@@ -37,6 +37,8 @@ import io.blockmover.transport.FrameConnection;
 final class SourceGroupHandle
 {
     private static final long FIRST_RETRY_NS = 500_000_000L;
+    /** How soon a new group's OPEN is sent again while the partner writes its log. */
+    private static final long PREPARING_RETRY_NS = 250_000_000L;
 
     final GroupConfig config;
     private final Conductor conductor;
@@ -62,6 +64,10 @@ final class SourceGroupHandle
     private long sessions;
     private ControlServer.Client pendingClient;
     private Object pendingId;
+    // A group being created: its log is being written (LogPreparer); opened in doWork once it is.
+    private LogPreparer.Preparation logPreparation;
+    // The partner said it is writing its side's log: logged once, not at every retry.
+    private boolean partnerPreparing;
     private ControlServer.Client switchClient;
     /** A switch is running; its client is null when the destination asked for it (it learns the outcome itself). */
     private boolean switching;
@@ -217,6 +223,45 @@ final class SourceGroupHandle
         pendingId = id;
     }
 
+    /**
+     * A group being created: open it once its log is written, then dial the partner; the client hears when the
+     * partner accepts or refuses, or now if the log cannot be written.
+     */
+    void openOnceLogPrepared(final LogPreparer.Preparation preparation, final ControlServer.Client client,
+        final Object id)
+    {
+        logPreparation = preparation;
+        awaitAcceptance(client, id);
+    }
+
+    private int openPreparedLog()
+    {
+        if (!logPreparation.done().isDone())
+        {
+            return 0;
+        }
+        final java.util.concurrent.CompletableFuture<Void> done = logPreparation.done();
+        logPreparation = null;
+        try
+        {
+            done.join();
+            open(true);
+            conductor.log("group " + config.name + ": log written, asking " + config.peer + " to accept the group");
+        }
+        catch (final java.util.concurrent.CompletionException | BlockmoverException ex)
+        {
+            final BlockmoverException failure = ex instanceof BlockmoverException b ? b :
+                ex.getCause() instanceof BlockmoverException b ? b :
+                new BlockmoverException(ErrorCode.IO_ERROR, "group " + config.name + ": cannot write its log: " +
+                ex.getCause(), ex.getCause());
+            final ControlServer.Client client = pendingClient;
+            pendingClient = null;
+            conductor.groups().rejected(this);
+            client.error(pendingId, failure.code(), failure.getMessage());
+        }
+        return 1;
+    }
+
     boolean isHandshaking()
     {
         return dialer.isActive() || switchDialer != null;
@@ -229,6 +274,10 @@ final class SourceGroupHandle
 
     int doWork(final long nowNs)
     {
+        if (logPreparation != null)
+        {
+            return openPreparedLog();
+        }
         if (group == null || config.suspended)
         {
             return 0;
@@ -436,6 +485,18 @@ final class SourceGroupHandle
 
     private void connectionFailed(final String message, final long nowNs, final ErrorCode code)
     {
+        if (pendingClient != null && code == ErrorCode.PREPARING)
+        {
+            // The partner is writing its side's log for this new group: ask again shortly, without back-off (the
+            // client waits for the answer), and say so once.
+            if (!partnerPreparing)
+            {
+                partnerPreparing = true;
+                conductor.log("group " + config.name + ": " + message);
+            }
+            retryAtNs = nowNs + PREPARING_RETRY_NS;
+            return;
+        }
         if (pendingClient != null)
         {
             final ControlServer.Client client = pendingClient;

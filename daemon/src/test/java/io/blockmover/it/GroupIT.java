@@ -9,6 +9,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.stream.Stream;
 
 import com.fasterxml.jackson.jr.ob.JSON;
@@ -516,6 +518,57 @@ class GroupIT
             // A failure here must not leave the group for the next test (which counts groups) to trip on.
             writer.halt();
             GroupChecks.delete(testbed, name);
+        }
+    }
+
+    /**
+     * A new group's log is written whole before use (3 GiB here: seconds on each host). That used to happen on the
+     * conductor's thread, first on the source, then on the destination while it held the source's OPEN: neither
+     * daemon answered any command meanwhile, and a log that took longer than systemd's WatchdogSec (30 s) got the
+     * daemon killed. Now a preparer thread writes it and the destination answers PREPARING until it is done: both
+     * daemons keep answering, each within a second here (the old code stalled each for the whole write).
+     */
+    @Test
+    void shouldAnswerCommandsWhileANewGroupsLogIsWritten() throws Exception
+    {
+        final String name = "biglog";
+        final Path[] sources = zeroFiles(name + "-src", 1);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final java.util.concurrent.CompletableFuture<Run> create = java.util.concurrent.CompletableFuture.supplyAsync(
+            () -> testbed.cli("site-a", concat(concat(new String[] {"group", "create", name, "--peer", "site-b"},
+                volumeOptions(sources, destinations)), "--log-size", "3g", "--json")));
+        try
+        {
+            final long[] slowestNs = new long[2];
+            int calls = 0;
+            while (!create.isDone())
+            {
+                for (int i = 0; i < 2; i++)
+                {
+                    final long startNs = System.nanoTime();
+                    testbed.call(i == 0 ? "site-a" : "site-b", "status", Map.of());
+                    slowestNs[i] = Math.max(slowestNs[i], System.nanoTime() - startNs);
+                }
+                calls++;
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
+            }
+            create.get().expect(0);
+            assertTrue(calls > 10, "the create was too quick to tell anything: " + calls + " rounds of calls");
+            assertTrue(slowestNs[0] < TimeUnit.SECONDS.toNanos(1) && slowestNs[1] < TimeUnit.SECONDS.toNanos(1),
+                "a command waited for a log being written: slowest status " + slowestNs[0] / 1_000_000 +
+                " ms on site-a, " + slowestNs[1] / 1_000_000 + " ms on site-b, over " + calls + " rounds");
+            assertTrue(testbed.log("site-b").contains("group " + name + ": writing its 3221225472-byte log before " +
+                "accepting site-a"), testbed.logTail("site-b", 20));
+            assertTrue(testbed.log("site-a").contains("writing the 3221225472-byte log of group " + name),
+                "the source heard PREPARING and asked again:\n" + testbed.logTail("site-a", 20));
+            awaitReplicated(testbed, name, 60);
+        }
+        finally
+        {
+            if (create.join().exitCode() == 0)
+            {
+                GroupChecks.delete(testbed, name);
+            }
         }
     }
 
