@@ -80,7 +80,9 @@ final class GroupCommand implements Callable<Integer>
 
         @Option(names = "--log-size", paramLabel = "SIZE", description = "record log on each side (e.g. 8g): how " +
             "much an async group or an outage can queue before writes fall back to bitmap tracking (default: " +
-            "the daemon's group.log.size)")
+            "the daemon's group.log.size). Each side writes its log whole once before the group starts (about a " +
+            "second per GiB on an SSD); both daemons keep serving meanwhile, and this command returns once the " +
+            "partner has accepted the group")
         String logSize;
 
         @Option(names = "--on-disconnect", paramLabel = "continue|block", defaultValue = "continue",
