@@ -709,9 +709,17 @@ final class NbdConnection implements Runnable
             if (!closed)
             {
                 execute(request);
+                // Before the reply, not after: a client at queue depth 1 sends its next request once it has this
+                // reply, and the reader must then find no worker busy and run it itself. Counted after, the first
+                // request after a burst went to a worker whenever the reader was quicker than this thread
+                // (NbdServerTest failed so under load).
+                queued.decrementAndGet();
                 reply(request);
             }
-            queued.decrementAndGet();
+            else
+            {
+                queued.decrementAndGet();
+            }
             free.put(request);
         }
     }
