@@ -226,6 +226,10 @@ final class GroupCommand implements Callable<Integer>
                     ((Number)g.get("rpo_target_s")).doubleValue() * 1000)),
                     Boolean.TRUE.equals(g.get("rpo_target_exceeded")) ? "EXCEEDED" : "met");
             }
+            if (g.get("creating") != null)
+            {
+                System.out.println("  being created: " + g.get("creating"));
+            }
             if (g.get("error") != null)
             {
                 System.out.println("  error: " + g.get("error"));
@@ -270,12 +274,18 @@ final class GroupCommand implements Callable<Integer>
                 System.out.println("  " + VerifyCommand.statusLine((Map<String, Object>)verify));
             }
             TestFailoverCommand.printStatus(g);
-            for (final Map<String, Object> v : (List<Map<String, Object>>)g.get("volumes"))
+            for (final Map<String, Object> v : (List<Map<String, Object>>)g.getOrDefault("volumes", List.of()))
             {
                 if (v.get("nbd_uri") != null)
                 {
                     System.out.printf(Locale.ROOT, "  %s -> %s  dirty %s  %s%n", v.get("source"), v.get("target"),
                         Format.bytes(((Number)v.getOrDefault("dirty_bytes", 0)).longValue()), v.get("nbd_uri"));
+                }
+                else if ("source".equals(g.get("role")))
+                {
+                    // Not exported yet: a group being created.
+                    System.out.printf(Locale.ROOT, "  %s -> %s:%s (%s)%n", v.get("source"), g.get("peer"),
+                        v.get("target"), Format.bytes(((Number)v.get("size")).longValue()));
                 }
                 else
                 {

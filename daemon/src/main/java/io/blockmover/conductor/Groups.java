@@ -282,6 +282,10 @@ final class Groups implements AutoCloseable
         {
             all.add(handle.status());
         }
+        for (final SourceGroupHandle handle : pending)
+        {
+            all.add(handle.creatingStatus());
+        }
         return all;
     }
 
@@ -291,6 +295,13 @@ final class Groups implements AutoCloseable
         if (source != null)
         {
             return source.status();
+        }
+        for (final SourceGroupHandle handle : pending)
+        {
+            if (handle.config.name.equals(name))
+            {
+                return handle.creatingStatus();
+            }
         }
         final DestinationGroupHandle destination = destinations.get(name);
         if (destination != null)

@@ -492,7 +492,8 @@ final class SourceGroupHandle
             if (!partnerPreparing)
             {
                 partnerPreparing = true;
-                conductor.log("group " + config.name + ": " + message);
+                conductor.log("group " + config.name + ": " + config.peer + " is writing its log before it accepts " +
+                    "the group");
             }
             retryAtNs = nowNs + PREPARING_RETRY_NS;
             return;
@@ -815,6 +816,32 @@ final class SourceGroupHandle
         }
         return group.isPartnerCurrent() || GroupStatus.isDrained(group) ? GroupState.REPLICATING :
             GroupState.CATCHING_UP;
+    }
+
+    /**
+     * @return the status of a group being created (not yet accepted by its partner): where the create stands.
+     */
+    Map<String, Object> creatingStatus()
+    {
+        final Map<String, Object> s = new LinkedHashMap<>();
+        s.put("name", config.name);
+        s.put("role", config.role);
+        s.put("mode", config.mode.label());
+        s.put("peer", config.peer);
+        s.put("state", "creating");
+        s.put("creating", logPreparation != null ? "writing its " + config.logSize + "-byte log" :
+            partnerPreparing ? config.peer + " is writing its log" : "waiting for " + config.peer + " to accept it");
+        final List<Map<String, Object>> volumes = new ArrayList<>();
+        for (final GroupConfig.VolumePair pair : config.volumes)
+        {
+            volumes.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
+        }
+        s.put("volumes", volumes);
+        if (lastError != null)
+        {
+            s.put("last_error", lastError);
+        }
+        return s;
     }
 
     Map<String, Object> status()

@@ -541,8 +541,22 @@ class GroupIT
         {
             final long[] slowestNs = new long[2];
             int calls = 0;
+            final java.util.Set<String> phases = new java.util.TreeSet<>();
             while (!create.isDone())
             {
+                try
+                {
+                    final Object phase = ((Map<?, ?>)testbed.call("site-a", "group-status", Map.of("name", name)))
+                        .get("creating");
+                    if (phase != null)
+                    {
+                        phases.add(phase.toString());
+                    }
+                }
+                catch (final io.blockmover.BlockmoverException ex)
+                {
+                    // Not yet created, or created and accepted meanwhile.
+                }
                 for (int i = 0; i < 2; i++)
                 {
                     final long startNs = System.nanoTime();
@@ -553,13 +567,16 @@ class GroupIT
                 LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
             }
             create.get().expect(0);
+            assertTrue(phases.contains("writing its 3221225472-byte log") &&
+                phases.contains("site-b is writing its log"), "group status while the logs were written: " + phases);
             assertTrue(calls > 10, "the create was too quick to tell anything: " + calls + " rounds of calls");
             assertTrue(slowestNs[0] < TimeUnit.SECONDS.toNanos(1) && slowestNs[1] < TimeUnit.SECONDS.toNanos(1),
                 "a command waited for a log being written: slowest status " + slowestNs[0] / 1_000_000 +
                 " ms on site-a, " + slowestNs[1] / 1_000_000 + " ms on site-b, over " + calls + " rounds");
             assertTrue(testbed.log("site-b").contains("group " + name + ": writing its 3221225472-byte log before " +
                 "accepting site-a"), testbed.logTail("site-b", 20));
-            assertTrue(testbed.log("site-a").contains("writing the 3221225472-byte log of group " + name),
+            assertTrue(testbed.log("site-a").contains("group " + name + ": site-b is writing its log before it " +
+                "accepts the group"),
                 "the source heard PREPARING and asked again:\n" + testbed.logTail("site-a", 20));
             awaitReplicated(testbed, name, 60);
         }
