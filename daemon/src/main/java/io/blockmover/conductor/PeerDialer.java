@@ -273,7 +273,9 @@ final class PeerDialer
     {
         if (frame.type() == FrameType.ERROR)
         {
-            throw new PeerRefusal(frame.errorCode(), peer + ": " + frame.errorMessage());
+            // The peer names itself in its refusals (InboundConnection): "site-b: site-b: ..." said it twice.
+            final String message = frame.errorMessage();
+            throw new PeerRefusal(frame.errorCode(), message.startsWith(peer + ": ") ? message : peer + ": " + message);
         }
         if (frame.type() != FrameType.OPENED)
         {

@@ -28,6 +28,7 @@ import static io.blockmover.it.GroupChecks.number;
 import static io.blockmover.it.GroupChecks.state;
 import static io.blockmover.it.Volumes.MIB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -606,6 +607,7 @@ class GroupIT
             source + "=" + missingTarget);
         assertTrue(noTarget.exitCode() == 4 || noTarget.exitCode() == 5, noTarget.toString());
         assertTrue(noTarget.stderr().contains(missingTarget.toString()), noTarget.stderr());
+        assertFalse(noTarget.stderr().contains("site-b: site-b:"), "the peer named twice: " + noTarget.stderr());
         assertRefused(testbed.cli("site-a", "group", "create", "a/b", "--peer", "site-b", "--volume", volume), 4,
             "a/b");
         final Path odd = Volumes.zeros(testbed.dir.resolve("bad-odd.img"), SIZE + 512);
