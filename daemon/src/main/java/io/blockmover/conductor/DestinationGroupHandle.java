@@ -400,12 +400,7 @@ final class DestinationGroupHandle
 
     Map<String, Object> status()
     {
-        final Map<String, Object> s = new LinkedHashMap<>();
-        s.put("name", config.name);
-        s.put("role", config.role);
-        s.put("mode", config.mode.label());
-        s.put("peer", config.peer);
-        s.put("state", state().label());
+        final Map<String, Object> s = config.statusHead(state().label());
         s.put("transport", receiver != null ? transport : null);
         if (failure != null)
         {

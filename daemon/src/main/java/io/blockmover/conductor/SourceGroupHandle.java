@@ -337,12 +337,7 @@ final class SourceGroupHandle
         final Map<String, Object> open = new LinkedHashMap<>();
         open.put("group", config.name);
         open.put("mode", config.mode.label());
-        final List<Map<String, Object>> vols = new ArrayList<>();
-        for (final GroupConfig.VolumePair pair : config.volumes)
-        {
-            vols.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
-        }
-        open.put("volumes", vols);
+        open.put("volumes", config.volumeList());
         open.put("log_size", config.logSize);
         open.put("region_length", config.regionLength);
         // This shipper resends from a record its partner got damaged (NACK), so the session need not end.
@@ -823,20 +818,10 @@ final class SourceGroupHandle
      */
     Map<String, Object> creatingStatus()
     {
-        final Map<String, Object> s = new LinkedHashMap<>();
-        s.put("name", config.name);
-        s.put("role", config.role);
-        s.put("mode", config.mode.label());
-        s.put("peer", config.peer);
-        s.put("state", "creating");
+        final Map<String, Object> s = config.statusHead("creating");
         s.put("creating", logPreparation != null ? "writing its " + config.logSize + "-byte log" :
             partnerPreparing ? config.peer + " is writing its log" : "waiting for " + config.peer + " to accept it");
-        final List<Map<String, Object>> volumes = new ArrayList<>();
-        for (final GroupConfig.VolumePair pair : config.volumes)
-        {
-            volumes.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
-        }
-        s.put("volumes", volumes);
+        s.put("volumes", config.volumeList());
         if (lastError != null)
         {
             s.put("last_error", lastError);
@@ -846,12 +831,7 @@ final class SourceGroupHandle
 
     Map<String, Object> status()
     {
-        final Map<String, Object> s = new LinkedHashMap<>();
-        s.put("name", config.name);
-        s.put("role", config.role);
-        s.put("mode", config.mode.label());
-        s.put("peer", config.peer);
-        s.put("state", state().label());
+        final Map<String, Object> s = config.statusHead(state().label());
         s.put("on_disconnect", config.blockOnDisconnect ? "block" : "continue");
         s.put("frozen", config.frozen);
         s.put("transport", shipper != null ? transport : null);

@@ -126,6 +126,34 @@ public final class GroupConfig
         return null;
     }
 
+    /**
+     * @param state the group's state label.
+     * @return the first fields of every group status: name, role, mode, peer, state; more may follow.
+     */
+    public Map<String, Object> statusHead(final String state)
+    {
+        final Map<String, Object> s = new LinkedHashMap<>();
+        s.put("name", name);
+        s.put("role", role);
+        s.put("mode", mode.label());
+        s.put("peer", peer);
+        s.put("state", state);
+        return s;
+    }
+
+    /**
+     * @return the volume pairs as the control API and the OPEN request show them: source, target, size.
+     */
+    public List<Map<String, Object>> volumeList()
+    {
+        final List<Map<String, Object>> list = new ArrayList<>();
+        for (final VolumePair pair : volumes)
+        {
+            list.add(Map.of("source", pair.source, "target", pair.target, "size", pair.size));
+        }
+        return list;
+    }
+
     public Map<String, Object> toRecord()
     {
         final Map<String, Object> r = new LinkedHashMap<>();
