@@ -176,13 +176,18 @@ final class DestinationGroupHandle
      */
     long forceHeld()
     {
+        closeLingeringSession();
+        group.forceLog();
+        return heldLsn();
+    }
+
+    private void closeLingeringSession()
+    {
         if (receiver != null)
         {
             conductor.log("group " + config.name + ": " + config.peer + " reconnected, closing its previous session");
             closeSession();
         }
-        group.forceLog();
-        return heldLsn();
     }
 
     /**
@@ -190,11 +195,7 @@ final class DestinationGroupHandle
      */
     void startSession(final FrameConnection connection, final int sessionId, final boolean resend)
     {
-        if (receiver != null)
-        {
-            conductor.log("group " + config.name + ": " + config.peer + " reconnected, closing its previous session");
-            closeSession();
-        }
+        closeLingeringSession();
         transport = connection.transportName();
         receiver = new GroupReceiver(group, connection, sessionId, conductor.clock(),
             conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(), conductor.ctx().flushBytes(),

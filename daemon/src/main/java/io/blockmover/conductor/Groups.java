@@ -727,12 +727,11 @@ final class Groups implements AutoCloseable
     private void awaitPreparedLog(final DestinationGroupHandle handle, final String peer)
     {
         final GroupConfig config = handle.config;
-        final Path file = store.dir(config.name).resolve("log");
         LogPreparer.Preparation preparation = preparingDestinations.get(config.name);
-        if (preparation != null && !preparation.isFor(file, config.logSize, config.regionLength))
+        if (preparation != null && !preparation.isFor(config.logSize, config.regionLength))
         {
             // A source that gave up and came back with other settings: start over once the old one is done.
-            if (!preparation.done().isDone())
+            if (!preparation.isDone())
             {
                 throw preparing(config, peer);
             }
@@ -743,25 +742,25 @@ final class Groups implements AutoCloseable
         {
             handle.checkVolumes();
             store.delete(config.name);
-            preparingDestinations.put(config.name, logPreparer.prepare(file, config.logSize, config.regionLength));
+            preparingDestinations.put(config.name, logPreparer.prepare(store.dir(config.name).resolve("log"),
+                config.logSize, config.regionLength));
             conductor.log("group " + config.name + ": writing its " + config.logSize + "-byte log before accepting " +
                 peer + " as its source");
             throw preparing(config, peer);
         }
-        if (!preparation.done().isDone())
+        if (!preparation.isDone())
         {
             throw preparing(config, peer);
         }
         preparingDestinations.remove(config.name);
         try
         {
-            preparation.done().join();
+            preparation.check();
         }
-        catch (final java.util.concurrent.CompletionException ex)
+        catch (final BlockmoverException ex)
         {
             store.delete(config.name);
-            throw ex.getCause() instanceof BlockmoverException b ? b : new BlockmoverException(ErrorCode.IO_ERROR,
-                "cannot write the log of group " + config.name + ": " + ex.getCause(), ex.getCause());
+            throw ex;
         }
     }
 

@@ -2,9 +2,12 @@ package io.blockmover.conductor;
 
 import java.nio.file.Path;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
 import io.blockmover.replication.log.RecordLog;
 
 /**
@@ -17,18 +20,40 @@ import io.blockmover.replication.log.RecordLog;
 final class LogPreparer implements AutoCloseable
 {
     /**
-     * A log being written: what it was asked for, and when it is done.
+     * A log being written: its geometry, and when it is done.
      *
-     * @param file            the log file.
      * @param capacity        bytes of records.
      * @param maxRecordLength the longest payload.
-     * @param done            completes when the file exists; exceptionally (a BlockmoverException) when it cannot.
+     * @param done            completes when the file exists; exceptionally when it cannot be written.
      */
-    record Preparation(Path file, long capacity, int maxRecordLength, CompletableFuture<Void> done)
+    record Preparation(long capacity, int maxRecordLength, CompletableFuture<Void> done)
     {
-        boolean isFor(final Path file, final long capacity, final int maxRecordLength)
+        boolean isFor(final long capacity, final int maxRecordLength)
         {
-            return this.file.equals(file) && this.capacity == capacity && this.maxRecordLength == maxRecordLength;
+            return this.capacity == capacity && this.maxRecordLength == maxRecordLength;
+        }
+
+        boolean isDone()
+        {
+            return done.isDone();
+        }
+
+        /**
+         * Conductor thread, once {@link #isDone}.
+         *
+         * @throws BlockmoverException why the log could not be written.
+         */
+        void check()
+        {
+            try
+            {
+                done.join();
+            }
+            catch (final CompletionException ex)
+            {
+                throw ex.getCause() instanceof BlockmoverException b ? b : new BlockmoverException(ErrorCode.IO_ERROR,
+                    "cannot write a record log: " + ex.getCause(), ex.getCause());
+            }
         }
     }
 
@@ -46,7 +71,7 @@ final class LogPreparer implements AutoCloseable
      */
     Preparation prepare(final Path file, final long capacity, final int maxRecordLength)
     {
-        return new Preparation(file, capacity, maxRecordLength,
+        return new Preparation(capacity, maxRecordLength,
             CompletableFuture.runAsync(() -> RecordLog.prepare(file, capacity, maxRecordLength), executor));
     }
 

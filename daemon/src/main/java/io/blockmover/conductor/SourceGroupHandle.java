@@ -236,28 +236,24 @@ final class SourceGroupHandle
 
     private int openPreparedLog()
     {
-        if (!logPreparation.done().isDone())
+        if (!logPreparation.isDone())
         {
             return 0;
         }
-        final java.util.concurrent.CompletableFuture<Void> done = logPreparation.done();
+        final LogPreparer.Preparation done = logPreparation;
         logPreparation = null;
         try
         {
-            done.join();
+            done.check();
             open(true);
             conductor.log("group " + config.name + ": log written, asking " + config.peer + " to accept the group");
         }
-        catch (final java.util.concurrent.CompletionException | BlockmoverException ex)
+        catch (final BlockmoverException ex)
         {
-            final BlockmoverException failure = ex instanceof BlockmoverException b ? b :
-                ex.getCause() instanceof BlockmoverException b ? b :
-                new BlockmoverException(ErrorCode.IO_ERROR, "group " + config.name + ": cannot write its log: " +
-                ex.getCause(), ex.getCause());
             final ControlServer.Client client = pendingClient;
             pendingClient = null;
             conductor.groups().rejected(this);
-            client.error(pendingId, failure.code(), failure.getMessage());
+            client.error(pendingId, ex.code(), ex.getMessage());
         }
         return 1;
     }

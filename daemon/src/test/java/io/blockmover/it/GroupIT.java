@@ -9,6 +9,9 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.stream.Stream;
@@ -535,14 +538,14 @@ class GroupIT
         final String name = "biglog";
         final Path[] sources = zeroFiles(name + "-src", 1);
         final Path[] destinations = zeroFiles(name + "-dst", 1);
-        final java.util.concurrent.CompletableFuture<Run> create = java.util.concurrent.CompletableFuture.supplyAsync(
+        final CompletableFuture<Run> create = CompletableFuture.supplyAsync(
             () -> testbed.cli("site-a", concat(concat(new String[] {"group", "create", name, "--peer", "site-b"},
                 volumeOptions(sources, destinations)), "--log-size", "3g", "--json")));
         try
         {
             final long[] slowestNs = new long[2];
             int calls = 0;
-            final java.util.Set<String> phases = new java.util.TreeSet<>();
+            final Set<String> phases = new TreeSet<>();
             while (!create.isDone())
             {
                 try
