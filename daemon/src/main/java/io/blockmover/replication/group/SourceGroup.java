@@ -401,8 +401,10 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
-     * Makes log space the partner released reusable, by forcing the log's head. Called from housekeeping and
-     * when an append finds no room; never on the shipper's thread, where a flush would delay acknowledgements.
+     * Makes log space the partner released reusable, by persisting the log's head alone: the records after it are
+     * not forced (a FLUSH does that where this host's log must hold them). Called from housekeeping and when an
+     * append finds no room, under the append lock; never on the shipper's thread, where a flush would delay
+     * acknowledgements.
      *
      * @return whether space was reclaimed.
      */
@@ -412,7 +414,10 @@ public final class SourceGroup implements AutoCloseable
         {
             return false;
         }
-        forceLog();
+        synchronized (forceLock)
+        {
+            log.persistHead();
+        }
         return true;
     }
 

@@ -78,7 +78,8 @@ import static io.blockmover.replication.log.RecordLogDescriptor.recordLength;
  * cursors, so a cursor never sees a half-written record.
  * <p>
  * Durability: {@link #force} makes the records appended since the last force and the released head durable.
- * Space freed by {@link #release} becomes reusable by appends only at the next {@link #force}, once the header
+ * Space freed by {@link #release} becomes reusable by appends only at the next {@link #force} (or
+ * {@link #persistHead}, which persists the head without the records), once the header
  * that records the release is on disk: otherwise a host crash could leave an old head in the header pointing
  * into records already overwritten, and recovery would lose the whole log. The appender calls force in its duty
  * cycle anyway (records must be durable before they are acknowledged), and a force with nothing new is free.
@@ -158,6 +159,9 @@ public final class RecordLog implements AutoCloseable
     private long headPersistedNs = System.nanoTime();
     private long headPersistIntervalNs = HEAD_PERSIST_INTERVAL_NS;
     private long forcedPosition;
+    // The head as readHead() last read it: the forcing thread's (callers serialize forces).
+    private long headPositionRead;
+    private long headLsnRead;
     private long nextLsn;
     private long claimRecordPosition = NO_CLAIM;
     private int claimLength;
@@ -583,20 +587,62 @@ public final class RecordLog implements AutoCloseable
         headPersistIntervalNs = intervalNs;
     }
 
+    /**
+     * Persists the released head alone, not the records appended since the last force: the space released so far
+     * becomes reusable for one page written and one device flush (an msync of the file header's range), where
+     * {@link #force} writes back every record appended since the last force as well. For a log whose records are
+     * kept elsewhere until they are released: a source's, whose partner holds every record it acknowledged.
+     * Forcing them there wrote each record to this host's disk only to release it a moment later (with 1 MiB
+     * writes at queue depth 16, a fourth copy of every write on a disk both test hosts share, made by a full-log
+     * fdatasync under the source's append lock). Records appended since the last force stay as durable as they
+     * were: the next force writes them, and recovery still ends at the first one that is not on disk. Callers
+     * serialize forces among themselves.
+     */
+    public void persistHead()
+    {
+        readHead();
+        final long position = headPositionRead;
+        final long lsn = headLsnRead;
+        if (position != persistedHeadPosition || lsn != persistedHeadLsn)
+        {
+            writeSlot(position, lsn);
+            headerMapped.force();
+        }
+        reusablePosition.lazySet(persistedHeadPosition);
+    }
+
+    /**
+     * @return the position up to which records are durable: the tail as of the last {@link #force} or
+     * {@link #forceRecords}. Call from the thread that forces, or under the lock that serializes forces.
+     */
+    public long forcedPosition()
+    {
+        return forcedPosition;
+    }
+
+    /**
+     * Reads the released head's position and LSN as one consistent pair (a seqlock) into headPositionRead and
+     * headLsnRead.
+     */
+    private void readHead()
+    {
+        long version;
+        do
+        {
+            version = headVersion.get();
+            headPositionRead = headPosition.get();
+            headLsnRead = headLsn.get();
+        }
+        while ((version & 1) != 0 || version != headVersion.get());
+    }
+
     private void force(final boolean persistHead)
     {
         final long tail = tailPosition.get();
 
-        long version;
-        long position;
-        long lsn;
-        do
-        {
-            version = headVersion.get();
-            position = headPosition.get();
-            lsn = headLsn.get();
-        }
-        while ((version & 1) != 0 || version != headVersion.get());
+        readHead();
+        final long position = headPositionRead;
+        final long lsn = headLsnRead;
 
         final boolean headMoved = persistHead && (position != persistedHeadPosition || lsn != persistedHeadLsn);
         if (headMoved)

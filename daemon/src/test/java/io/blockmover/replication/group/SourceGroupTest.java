@@ -399,7 +399,10 @@ class SourceGroupTest
         shipper.onStart();
         shipper.doWork();
         assertEquals(0, group.log().usedBytes(), "the records the partner holds are released");
+        final long forced = group.log().forcedPosition();
         assertTrue(group.resyncRegion(0, region, regionBuffer), "room again for the resync");
+        // The room came from persisting the head alone: the records the partner holds were never forced here.
+        assertEquals(forced, group.log().forcedPosition(), "reclaiming room forced the partner's records");
         shipper.onClose();
     }
 

@@ -330,6 +330,46 @@ class RecordLogTest
     }
 
     /**
+     * A source's log frees room by persisting its head alone: records released are the partner's to keep, and
+     * forcing the rest would write every record to this disk only to release it moments later. The room is
+     * reusable at once; the records stay unforced; and a log dropped without a force recovers from the new head.
+     */
+    @Test
+    void shouldMakeReleasedRoomReusableByPersistingTheHeadAloneWithoutForcingRecords()
+    {
+        final Path file = dir.resolve("head-alone.log");
+        final long forcedBefore;
+        final RecordLog log = openSmall("head-alone.log");
+        long lsn = 1;
+        while (append(log, lsn, 4000) >= 0)
+        {
+            lsn++;
+        }
+        forcedBefore = log.forcedPosition();
+        final RecordLog.Cursor cursor = log.newCursor();
+        for (int i = 0; i < 20; i++)
+        {
+            assertTrue(cursor.next());
+        }
+        log.release(cursor.position());
+        assertEquals(RecordLog.NO_SPACE, append(log, lsn, 4000), "released room is not reusable before");
+
+        log.persistHead();
+        assertTrue(log.isHeadPersisted());
+        assertEquals(forcedBefore, log.forcedPosition(), "no record was forced");
+        assertEquals(CAPACITY - log.usedBytes(), log.freeBytes(), "the released room is reusable");
+        assertTrue(append(log, lsn, 4000) >= 0);
+
+        // Dropped without a force: recovery starts at the persisted head, LSN 21, and finds every later record
+        // the page cache holds.
+        final RecordLog dropped = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+        assertEquals(21, dropped.headLsn());
+        assertEquals(lsn, dropped.tailLsn());
+        dropped.close();
+        log.close();
+    }
+
+    /**
      * The force after each batch of a sync partner makes the records durable; the released head (a page of its
      * own) only when enough was released, time passed, or room is getting short. A full force always writes it.
      */
