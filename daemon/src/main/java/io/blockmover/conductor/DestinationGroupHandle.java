@@ -19,6 +19,7 @@ import io.blockmover.replication.group.DurableConsistency;
 import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupReceiver;
 import io.blockmover.replication.group.GroupState;
+import io.blockmover.replication.group.LogForcer;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
@@ -37,6 +38,8 @@ final class DestinationGroupHandle
     private AgentRunner applierRunner;
     private GroupReceiver receiver;
     private AgentRunner receiverRunner;
+    private AgentRunner forcerRunner;
+    private LogForcer forcer;
     private String transport;
     private String failure;
     // The applier's failure last reported in the log, and the LSN applied then: progress past it means recovered.
@@ -197,10 +200,13 @@ final class DestinationGroupHandle
     {
         closeLingeringSession();
         transport = connection.transportName();
+        forcer = new LogForcer(group, group.log().tailLsn());
         receiver = new GroupReceiver(group, connection, sessionId, conductor.clock(),
             conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(), conductor.ctx().flushBytes(),
             conductor.ctx().flushIntervalNs(), conductor.cnc().counter(SystemCounter.PAYLOAD_CRC_ERRORS),
-            conductor.cnc().counter(SystemCounter.FRAME_ERRORS));
+            conductor.cnc().counter(SystemCounter.FRAME_ERRORS), forcer);
+        forcerRunner = conductor.newRunner(forcer, forcer.idleStrategy());
+        AgentRunner.startOnThread(forcerRunner);
         if (resend)
         {
             receiver.askForResends();
@@ -314,8 +320,12 @@ final class DestinationGroupHandle
         {
             receiver.status().fail(ErrorCode.CANCELLED, "session closed", true);
             CloseHelper.quietClose(receiverRunner);
+            forcer.stop();
+            CloseHelper.quietClose(forcerRunner);
             receiver.connection().close();
             receiverRunner = null;
+            forcerRunner = null;
+            forcer = null;
             receiver = null;
         }
     }

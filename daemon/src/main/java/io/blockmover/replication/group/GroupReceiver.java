@@ -21,8 +21,9 @@ import io.blockmover.transport.FrameConnection;
 
 /**
  * The destination group's network agent for one session: receives records straight into the log (the payload's
- * CRC32C is checked before the record counts), acknowledges what it appended, and forces the log when a FLUSH
- * asks for it or enough has accumulated, then answers DURABLE: one force for every FLUSH waiting (group commit).
+ * CRC32C is checked before the record counts), acknowledges what it appended, and has its {@link LogForcer} force
+ * the log when a FLUSH asks for it or enough has accumulated (a sync group's: after every batch), then answers
+ * DURABLE: one force for every FLUSH waiting (group commit). It goes on receiving while the forcer forces.
  */
 public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleeper
 {
@@ -44,6 +45,13 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
      */
     static final int MAX_NACKS_PER_RECORD = 8;
     private static final int DISCARD_BUFFER_BYTES = 64 * 1024;
+    /**
+     * A batch up to this size is forced on this thread when the {@link LogForcer} is idle: at queue depth 1 the
+     * hand-over costs two wake-ups (10-30 us each here) on the path a FLUSH waits for, and nothing arrives
+     * meanwhile that a short force could hold up. Larger batches (1 MiB writes) go to the forcer, so records keep
+     * coming in and being acknowledged during their force.
+     */
+    static final long INLINE_FORCE_BYTES = 128 * 1024;
 
     private final DestinationGroup group;
     private final FrameConnection connection;
@@ -56,6 +64,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private final boolean eagerForce;
     private final SessionStatus status = new SessionStatus();
     private final RecordLog log;
+    private final LogForcer forcer;
     private final FrameHeader receiveHeader = new FrameHeader();
     private final FrameHeader sendHeader = new FrameHeader();
     private final ByteBuffer errorPayload = ByteBuffer.allocateDirect(1024);
@@ -76,6 +85,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private ByteBuffer discardBuffer;
     private long ackedLsn;
     private long durableLsn;
+    // The highest LSN the forcer was asked to make durable.
+    private long requestedLsn;
     private long flushWanted;
     private long unforcedBytes;
     private long firstUnforcedNs;
@@ -89,11 +100,15 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     /**
      * @param crcErrors   the daemon's count of payloads that arrived damaged.
      * @param frameErrors the daemon's count of frames that arrived unreadable.
+     * @param forcer      forces the log for this receiver, made with the log's tail LSN; started by the caller.
      */
     public GroupReceiver(final DestinationGroup group, final FrameConnection connection, final int sessionId,
         final NanoClock clock, final long heartbeatIntervalNs, final long peerTimeoutNs, final long forceBytes,
-        final long forceIntervalNs, final AtomicCounter crcErrors, final AtomicCounter frameErrors)
+        final long forceIntervalNs, final AtomicCounter crcErrors, final AtomicCounter frameErrors,
+        final LogForcer forcer)
     {
+        this.forcer = forcer;
+        forcer.onForced(this::wakeIfSleeping);
         this.crcErrors = crcErrors;
         this.frameErrors = frameErrors;
         this.group = group;
@@ -109,6 +124,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         this.appendedLsn = log.tailLsn();
         this.ackedLsn = appendedLsn;
         this.durableLsn = appendedLsn;
+        this.requestedLsn = appendedLsn;
         final long now = clock.nanoTime();
         this.lastSendNs = now;
         this.lastReceiveNs = now;
@@ -164,7 +180,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     @Override
     public boolean hasWork()
     {
-        return group.verifier().hasResult();
+        return group.verifier().hasResult() || forcer.forcedLsn() > durableLsn;
     }
 
     @Override
@@ -347,7 +363,12 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 {
                     throw refuse("record LSN " + lsn + " after " + appendedLsn + ": a record is missing");
                 }
-                // Start over once the applier has applied and released everything of the old sequence.
+                // Start over once the forcer is done with the old sequence and the applier has applied and
+                // released everything of it.
+                if (!forcer.isIdle())
+                {
+                    return false;
+                }
                 group.forceLog();
                 if (!log.isEmpty())
                 {
@@ -357,6 +378,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 appendedLsn = lsn - 1;
                 ackedLsn = appendedLsn;
                 durableLsn = appendedLsn;
+                requestedLsn = appendedLsn;
+                forcer.restart(appendedLsn);
             }
             final int vol = receiveHeader.volumeId();
             final long offset = receiveHeader.offset();
@@ -474,15 +497,32 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 return 1;
             }
         }
+        final long forced = forcer.forcedLsn();
+        if (forced > durableLsn)
+        {
+            durableLsn = forced;
+            send(FrameType.DURABLE, durableLsn, nowNs);
+            return 1;
+        }
         // A sync group's partner forces after every batch it acknowledged, without being asked: the force runs
         // while the ACK travels and the source writes its own volume, so the two hosts' flushes overlap instead of
         // one waiting for the other, and the source's FLUSH rarely needs a round trip (SourceGroup.flush). Under
         // load the records that arrive during one force share the next (group commit).
-        final boolean forceNow = eagerForce || (flushWanted > durableLsn && appendedLsn >= flushWanted) ||
+        final boolean forceNow = eagerForce || (flushWanted > requestedLsn && appendedLsn >= flushWanted) ||
             unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
-        if (forceNow && appendedLsn > durableLsn)
+        if (forceNow && appendedLsn > requestedLsn)
         {
-            forceAndAnswer(nowNs);
+            final long batchBytes = unforcedBytes;
+            requestedLsn = appendedLsn;
+            unforcedBytes = 0;
+            if (batchBytes <= INLINE_FORCE_BYTES && forcer.isIdle())
+            {
+                forceAndAnswer(nowNs);
+            }
+            else
+            {
+                forcer.request(requestedLsn);
+            }
             return 1;
         }
         if (group.verifier().sendNext(connection, sendHeader, sessionId))
@@ -503,9 +543,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         final long startNs = clock.nanoTime();
         group.forceRecords();
         group.logForceNs.recordValue(Math.min(clock.nanoTime() - startNs, DestinationGroup.HIGHEST_LATENCY_NS));
-        unforcedBytes = 0;
-        durableLsn = appendedLsn;
-        ackedLsn = appendedLsn;
+        durableLsn = requestedLsn;
         send(FrameType.DURABLE, durableLsn, nowNs);
     }
 
