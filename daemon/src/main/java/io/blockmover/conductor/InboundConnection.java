@@ -31,10 +31,15 @@ final class InboundConnection
     private static final int STEP_AWAIT_OPEN = 2;
     private static final int STEP_RUNNING = 3;
     private static final int STEP_CLOSED = 4;
+    /** A refusal was sent: the connection stays open until the peer has read it and closes (see refuse). */
+    private static final int STEP_REFUSED = 5;
+    /** The longest a refused connection waits for its peer to close it. */
+    private static final long REFUSED_LINGER_NS = 2_000_000_000L;
 
     private final Conductor conductor;
     private final ControlChannel channel;
     private final long deadlineNs;
+    private long lingerDeadlineNs;
     private int step = STEP_AWAIT_HELLO;
     private PeerConfig peer;
     private String clientNonce;
@@ -55,9 +60,13 @@ final class InboundConnection
         this.deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
     }
 
+    /**
+     * @return whether the conductor should poll this connection often: its handshake runs, or it waits for the
+     * peer to close after a refusal.
+     */
     boolean isHandshaking()
     {
-        return step < STEP_RUNNING;
+        return step < STEP_RUNNING || step == STEP_REFUSED;
     }
 
     boolean isClosed()
@@ -100,11 +109,25 @@ final class InboundConnection
                 {
                     return checkSession();
                 }
+                case STEP_REFUSED ->
+                {
+                    // Whatever the peer still sends is dropped; its close (an IOException here) ends the wait.
+                    if (channel.poll() == null && System.nanoTime() > lingerDeadlineNs)
+                    {
+                        close();
+                        return 1;
+                    }
+                    return 0;
+                }
                 default ->
                 {
                     return 0;
                 }
             }
+        }
+        catch (final Refused ex)
+        {
+            return 1; // Waits for the peer to close, in STEP_REFUSED.
         }
         catch (final IOException ex)
         {
@@ -250,17 +273,39 @@ final class InboundConnection
         return (int)Math.max(1, Math.min(1 << 20, conductor.ctx().flushBytes() / chunkLength));
     }
 
+    /**
+     * Sends the peer an ERROR, then waits (on later duty cycles) for the peer to close the connection, at most
+     * {@link #REFUSED_LINGER_NS}: closing at once lost the ERROR over RDMA, where a SEND is only posted when
+     * flush returns and destroying the queue pair flushes it unsent. The source then saw WR_FLUSH_ERR instead of
+     * PREPARING, and failed a group create it should have retried (scripts/test-rdma, siw, every run).
+     */
     private void refuse(final ErrorCode code, final String message) throws IOException
     {
         try
         {
             channel.sendError(0, code, message);
         }
-        finally
+        catch (final IOException ex)
         {
             close();
+            throw ex;
         }
-        throw new IOException(message);
+        step = STEP_REFUSED;
+        lingerDeadlineNs = System.nanoTime() + REFUSED_LINGER_NS;
+        throw new Refused(message);
+    }
+
+    /**
+     * Unwinds the handshake after a refusal was sent; the connection stays open for the peer to read it.
+     */
+    private static final class Refused extends IOException
+    {
+        private static final long serialVersionUID = 1L;
+
+        Refused(final String message)
+        {
+            super(message);
+        }
     }
 
     private int checkSession()
