@@ -64,6 +64,27 @@ public interface FrameConnection extends AutoCloseable
     long framesReleased();
 
     /**
+     * Holds small frames started from now on, to go out together at {@link #uncork()}, or when the room to hold
+     * them is full: a sender that starts many frames in one duty cycle pays one system call for all of them.
+     * While corked, {@link #flush()} returns true without sending what is held. Owner thread. The default holds
+     * nothing back.
+     */
+    default void cork()
+    {
+    }
+
+    /**
+     * Ends {@link #cork()}: what is held starts to go out now.
+     *
+     * @return as {@link #flush()}: whether everything started has been handed to the transport.
+     * @throws IOException when the connection failed.
+     */
+    default boolean uncork() throws IOException
+    {
+        return flush();
+    }
+
+    /**
      * @return whether a frame waits to be handed to the transport (partly sent over TCP; no free send buffer over
      *         RDMA).
      */

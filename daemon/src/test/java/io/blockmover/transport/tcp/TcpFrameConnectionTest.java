@@ -148,6 +148,90 @@ class TcpFrameConnectionTest
         sender.close();
     }
 
+    /**
+     * While corked, small frames are copied behind each other and go out together: at uncork, or when the room to
+     * hold them fills, or ahead of a large frame, in the one write that carries it. Each arrives whole and in
+     * order, and a held frame counts as released only once written.
+     */
+    @Test
+    void shouldSendSmallFramesStartedWhileCorkedTogetherWholeAndInOrder() throws Exception
+    {
+        final int[] lengths = {0, 16, 4096, 8192, TcpFrameConnection.COALESCE_PAYLOAD_BYTES, 100, 4096, 4096};
+        final int frames = 200;
+        final int largeFrame = 150; // Not held: it takes the frames held before it along.
+        final AtomicReference<Throwable> failed = new AtomicReference<>();
+        final Thread reader = new Thread(() ->
+        {
+            try
+            {
+                final FrameHeader header = new FrameHeader();
+                final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
+                for (int frame = 0; frame < frames; frame++)
+                {
+                    while (!receiver.receiveHeader(header))
+                    {
+                        receiver.awaitIo(10);
+                    }
+                    assertNull(header.validate(1 << 20), "frame " + frame);
+                    assertEquals(frame, header.sequence(), "frames arrive in order");
+                    assertEquals(frame == largeFrame ? 300_000 : lengths[frame % lengths.length],
+                        header.payloadLength());
+                    payload.clear().limit(header.payloadLength());
+                    while (!receiver.receivePayload(payload))
+                    {
+                        receiver.awaitIo(10);
+                    }
+                    for (int i = 0; i < header.payloadLength(); i++)
+                    {
+                        assertEquals(pattern(frame, i), payload.get(i), "frame " + frame + " byte " + i);
+                    }
+                }
+            }
+            catch (final Throwable ex)
+            {
+                failed.set(ex);
+            }
+        });
+        reader.start();
+
+        final TcpFrameConnection sender = new TcpFrameConnection(client);
+        final FrameHeader header = new FrameHeader();
+        final ByteBuffer payload = ByteBuffer.allocateDirect(1 << 20);
+        long held = 0;
+        sender.cork();
+        for (int frame = 0; frame < frames; frame++)
+        {
+            // The last frame's payload buffer, written straight from if it was not held, is free again.
+            while (!sender.flush())
+            {
+                sender.awaitIo(10);
+            }
+            final int length = frame == largeFrame ? 300_000 : lengths[frame % lengths.length];
+            payload.clear().limit(length);
+            for (int i = 0; i < length; i++)
+            {
+                payload.put(i, pattern(frame, i));
+            }
+            header.reset(FrameType.RECORD).sequence(frame).payloadLength(length).seal();
+            assertTrue(sender.startSend(header, payload));
+            assertEquals(0, payload.position(), "frame " + frame + ": a payload is copied or written later");
+            held = Math.max(held, sender.framesStarted() - sender.framesReleased());
+        }
+        assertTrue(held > 10, "frames were held back: at most " + held);
+        assertTrue(sender.isSendPending(), "the last frames wait for uncork");
+        boolean sent = sender.uncork();
+        while (!sent)
+        {
+            sender.awaitIo(10);
+            sent = sender.flush();
+        }
+        assertEquals(frames, sender.framesReleased());
+        assertFalse(sender.isSendPending());
+        reader.join(30_000);
+        assertNull(failed.get());
+        sender.close();
+    }
+
     @Test
     void shouldTakeInABurstOfSmallFramesWithOneRead() throws Exception
     {
