@@ -601,11 +601,9 @@ public final class RecordLog implements AutoCloseable
     public void persistHead()
     {
         readHead();
-        final long position = headPositionRead;
-        final long lsn = headLsnRead;
-        if (position != persistedHeadPosition || lsn != persistedHeadLsn)
+        if (headMoved())
         {
-            writeSlot(position, lsn);
+            writeSlot(headPositionRead, headLsnRead);
             headerMapped.force();
         }
         reusablePosition.lazySet(persistedHeadPosition);
@@ -636,22 +634,27 @@ public final class RecordLog implements AutoCloseable
         while ((version & 1) != 0 || version != headVersion.get());
     }
 
+    /**
+     * @return whether the head readHead() last read differs from the one last persisted.
+     */
+    private boolean headMoved()
+    {
+        return headPositionRead != persistedHeadPosition || headLsnRead != persistedHeadLsn;
+    }
+
     private void force(final boolean persistHead)
     {
         final long tail = tailPosition.get();
 
         readHead();
-        final long position = headPositionRead;
-        final long lsn = headLsnRead;
-
-        final boolean headMoved = persistHead && (position != persistedHeadPosition || lsn != persistedHeadLsn);
-        if (headMoved)
+        final boolean writeHead = persistHead && headMoved();
+        if (writeHead)
         {
             // The slot only names records already released: it may become durable with the new records, in one
             // fdatasync, rather than after them. Two msyncs cost two device flushes, the larger part of a force.
-            writeSlot(position, lsn);
+            writeSlot(headPositionRead, headLsnRead);
         }
-        if (headMoved || tail != forcedPosition)
+        if (writeHead || tail != forcedPosition)
         {
             try
             {

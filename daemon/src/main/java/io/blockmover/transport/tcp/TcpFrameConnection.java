@@ -47,8 +47,11 @@ public final class TcpFrameConnection implements FrameConnection
     private boolean sendPending;
     // Frames in the pending write.
     private int sendVectorFrames;
-    /** Frames held while corked, copied whole (write mode: position is the bytes held). */
-    private final ByteBuffer coalesced = ByteBuffer.allocateDirect(COALESCE_BYTES);
+    /**
+     * Frames held while corked, copied whole (write mode: position is the bytes held). Made at the first cork:
+     * most connections (copy sessions, receivers) never cork.
+     */
+    private ByteBuffer coalesced;
     private int coalescedFrames;
     private boolean corked;
     private long framesStarted;
@@ -133,21 +136,33 @@ public final class TcpFrameConnection implements FrameConnection
             coalescedFrames++;
             return true;
         }
-        int n = 0;
-        if (coalesced.position() > 0)
-        {
-            sendVector[n++] = coalesced.flip();
-        }
+        int n = takeHeldFrames();
         sendVector[n++] = header.byteBuffer().clear().limit(FrameDescriptor.HEADER_LENGTH);
         if (payloadLength > 0)
         {
             sendVector[n++] = payload;
         }
         sendVectorLength = n;
-        sendVectorFrames = coalescedFrames + 1;
-        coalescedFrames = 0;
+        sendVectorFrames++;
         sendPending = true;
         return true;
+    }
+
+    /**
+     * Puts the frames held while corked, if any, first in the next write.
+     *
+     * @return the number of vector entries they take: 0 or 1.
+     */
+    private int takeHeldFrames()
+    {
+        sendVectorFrames = coalescedFrames;
+        if (coalescedFrames == 0)
+        {
+            return 0;
+        }
+        coalescedFrames = 0;
+        sendVector[0] = coalesced.flip();
+        return 1;
     }
 
     @Override
@@ -155,14 +170,11 @@ public final class TcpFrameConnection implements FrameConnection
     {
         if (!sendPending)
         {
-            if (corked || coalesced.position() == 0)
+            if (corked || coalescedFrames == 0)
             {
                 return true;
             }
-            sendVector[0] = coalesced.flip();
-            sendVectorLength = 1;
-            sendVectorFrames = coalescedFrames;
-            coalescedFrames = 0;
+            sendVectorLength = takeHeldFrames();
             sendPending = true;
         }
         final long n = channel.write(sendVector, 0, sendVectorLength);
@@ -175,8 +187,10 @@ public final class TcpFrameConnection implements FrameConnection
             {
                 sendVector[i] = null;
             }
-            // Empty already unless it was written as part of this vector.
-            coalesced.clear();
+            if (coalesced != null)
+            {
+                coalesced.clear(); // Empty already unless it was written as part of this vector.
+            }
         }
         return !sendPending;
     }
@@ -184,6 +198,10 @@ public final class TcpFrameConnection implements FrameConnection
     @Override
     public void cork()
     {
+        if (coalesced == null)
+        {
+            coalesced = ByteBuffer.allocateDirect(COALESCE_BYTES);
+        }
         corked = true;
     }
 
