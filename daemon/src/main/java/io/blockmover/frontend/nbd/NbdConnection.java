@@ -11,8 +11,10 @@ import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 
 import org.agrona.BufferUtil;
+import org.agrona.concurrent.ManyToOneConcurrentArrayQueue;
 
 import io.blockmover.buffer.Slab;
 
@@ -43,6 +45,11 @@ import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
  * With every slot busy the reader stops reading, so the socket's buffer and the client's queue depth carry the
  * back-pressure. Slots are as many as workers, each with a buffer of maxPayload bytes, allocated when
  * transmission starts and freed when the connection ends.
+ * <p>
+ * A worker's WRITE may be deferred by the export ({@link NbdExport#writeDeferrable}): a sync group's write then
+ * waits for the partner's ACK in the group, not on the worker, which takes its next request. The thread that
+ * completes it queues the slot to the connection's replier, which answers every write completed meanwhile in one
+ * gathering write and sends the slots home. One wake-up per ACK instead of a parked worker per write, woken each.
  * <p>
  * Nothing on the request path allocates: header fields are read with absolute gets from a direct buffer, the
  * rings wait on monitors, and replies are gathering writes of preallocated buffers. A client that stalls in the
@@ -95,6 +102,12 @@ final class NbdConnection implements Runnable
     private boolean ioErrorLogged;
     private ByteBuffer memory;
     private Thread[] workers;
+    private Thread replier;
+    /** Slots of deferred writes that were completed, for the replier to answer. */
+    private ManyToOneConcurrentArrayQueue<NbdRequest> completed;
+    /** Deferred writes not yet answered; the replier ends once the workers have and this is zero. */
+    private final AtomicInteger deferred = new AtomicInteger();
+    private volatile boolean workersDone;
     private volatile RequestRing free;
     private RequestRing work;
 
@@ -205,16 +218,13 @@ final class NbdConnection implements Runnable
             work.close();
             for (final Thread worker : workers)
             {
-                try
-                {
-                    worker.join();
-                }
-                catch (final InterruptedException ex)
-                {
-                    Thread.currentThread().interrupt();
-                    joined = false;
-                }
+                joined &= joinUninterruptedly(worker);
             }
+            // Deferred writes are answered (or, once closed, just released) as their group completes them: the
+            // group completes every one, when the partner acknowledges it, goes away, or the group closes.
+            workersDone = true;
+            LockSupport.unpark(replier);
+            joined &= joinUninterruptedly(replier);
         }
         close();
         if (memory != null && joined)
@@ -223,6 +233,20 @@ final class NbdConnection implements Runnable
         }
         server.connectionClosed(this);
         server.logger().log(System.Logger.Level.DEBUG, "{0}: closed", name);
+    }
+
+    private static boolean joinUninterruptedly(final Thread thread)
+    {
+        try
+        {
+            thread.join();
+            return true;
+        }
+        catch (final InterruptedException ex)
+        {
+            Thread.currentThread().interrupt();
+            return false;
+        }
     }
 
     private NbdExport handshake() throws IOException
@@ -460,13 +484,17 @@ final class NbdConnection implements Runnable
         work = new RequestRing(slots);
         for (int i = 0; i < slots; i++)
         {
-            free.put(new NbdRequest(aligned.duplicate().position(i * maxPayload).limit((i + 1) * maxPayload)
+            free.put(new NbdRequest(this, aligned.duplicate().position(i * maxPayload).limit((i + 1) * maxPayload)
                 .slice()));
         }
         if (closed)
         {
             free.close(); // close() may have run before the ring existed.
         }
+        completed = new ManyToOneConcurrentArrayQueue<>(slots);
+        replier = new Thread(this::replyDeferred, name + "-replier");
+        replier.setDaemon(true);
+        replier.start();
         workers = new Thread[slots];
         for (int i = 0; i < slots; i++)
         {
@@ -523,7 +551,7 @@ final class NbdConnection implements Runnable
                 // Nothing else has arrived and no worker is busy: the client waits for this one reply (queue depth
                 // 1, or the last of a burst), so the reader runs it itself and saves the hand-over to a worker,
                 // 10 to 30 microseconds of wake-up on a small machine. Anything sent meanwhile waits in the socket.
-                execute(request);
+                execute(request, false);
                 reply(request);
                 free.put(request);
             }
@@ -708,7 +736,10 @@ final class NbdConnection implements Runnable
             }
             if (!closed)
             {
-                execute(request);
+                if (!execute(request, true))
+                {
+                    continue; // Deferred: the replier answers it and sends the slot home.
+                }
                 // Before the reply, not after: a client at queue depth 1 sends its next request once it has this
                 // reply, and the reader must then find no worker busy and run it itself. Counted after, the first
                 // request after a burst went to a worker whenever the reader was quicker than this thread
@@ -724,7 +755,71 @@ final class NbdConnection implements Runnable
         }
     }
 
-    private void execute(final NbdRequest request)
+    /**
+     * A deferred write's outcome, from the thread that completed it: queued for the replier, never blocking.
+     */
+    void deferredDone(final NbdRequest request, final int error)
+    {
+        if (error != 0)
+        {
+            request.error = error;
+            server.error();
+        }
+        completed.offer(request); // Never full: it has room for every slot.
+        LockSupport.unpark(replier);
+    }
+
+    /**
+     * The replier: answers completed deferred writes, as many per system call as have completed.
+     */
+    private void replyDeferred()
+    {
+        final NbdRequest[] batch = new NbdRequest[completed.capacity()];
+        final ByteBuffer[] headers = new ByteBuffer[batch.length];
+        while (true)
+        {
+            int n = 0;
+            NbdRequest request;
+            while (n < batch.length && (request = completed.poll()) != null)
+            {
+                batch[n] = request;
+                headers[n] = request.replyHeader;
+                n++;
+            }
+            if (n == 0)
+            {
+                if (workersDone && deferred.get() == 0)
+                {
+                    return;
+                }
+                LockSupport.park(this);
+                continue;
+            }
+            for (int i = 0; i < n; i++)
+            {
+                queued.decrementAndGet(); // Before the replies, as in work().
+                fillReplyHeader(batch[i]);
+            }
+            if (!closed)
+            {
+                writeReplies(headers, n);
+            }
+            for (int i = 0; i < n; i++)
+            {
+                final NbdRequest done = batch[i];
+                batch[i] = null;
+                headers[i] = null;
+                free.put(done);
+                deferred.decrementAndGet();
+            }
+        }
+    }
+
+    /**
+     * @param mayDefer whether a WRITE may be left for the export to complete later.
+     * @return false when the export deferred the write: its completion answers it.
+     */
+    private boolean execute(final NbdRequest request, final boolean mayDefer)
     {
         if (request.error == 0)
         {
@@ -738,8 +833,35 @@ final class NbdConnection implements Runnable
                         server.bytesRead(request.length);
                         break;
                     case CMD_WRITE:
-                        export.write(request.offset, request.buffer, (int)request.length, fua);
-                        server.bytesWritten(request.length);
+                        if (mayDefer)
+                        {
+                            // Read first: once deferred, the request may be answered and reused before this returns.
+                            final long length = request.length;
+                            deferred.incrementAndGet();
+                            boolean now = true;
+                            try
+                            {
+                                now = export.writeDeferrable(request.offset, request.buffer, (int)length, fua,
+                                    request);
+                            }
+                            finally
+                            {
+                                if (now)
+                                {
+                                    deferred.decrementAndGet();
+                                }
+                            }
+                            server.bytesWritten(length);
+                            if (!now)
+                            {
+                                return false;
+                            }
+                        }
+                        else
+                        {
+                            export.write(request.offset, request.buffer, (int)request.length, fua);
+                            server.bytesWritten(request.length);
+                        }
                         break;
                     case CMD_FLUSH:
                         export.flush();
@@ -776,6 +898,7 @@ final class NbdConnection implements Runnable
         {
             server.error();
         }
+        return true;
     }
 
     private void ioFailed(final NbdRequest request, final Exception ex)
@@ -808,11 +931,43 @@ final class NbdConnection implements Runnable
         }
     }
 
+    private static void fillReplyHeader(final NbdRequest request)
+    {
+        request.replyHeader.clear().putInt(0, NbdProtocol.SIMPLE_REPLY_MAGIC).putInt(4, request.error)
+            .putLong(8, request.cookie);
+    }
+
+    /**
+     * Writes the simple replies of {@code count} requests in one gathering write.
+     */
+    private void writeReplies(final ByteBuffer[] headers, final int count)
+    {
+        synchronized (replyLock)
+        {
+            writeDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
+            try
+            {
+                while (headers[count - 1].hasRemaining())
+                {
+                    channel.write(headers, 0, count);
+                }
+            }
+            catch (final IOException ex)
+            {
+                server.logger().log(System.Logger.Level.DEBUG, "{0}: reply failed: {1}", name, ex);
+                close();
+            }
+            finally
+            {
+                writeDeadlineNs = Long.MAX_VALUE;
+            }
+        }
+    }
+
     private void reply(final NbdRequest request)
     {
         final ByteBuffer replyHeader = request.replyHeader;
-        replyHeader.clear();
-        replyHeader.putInt(0, NbdProtocol.SIMPLE_REPLY_MAGIC).putInt(4, request.error).putLong(8, request.cookie);
+        fillReplyHeader(request);
         final boolean withData = request.type == CMD_READ && request.error == 0;
         if (withData)
         {

@@ -52,6 +52,27 @@ public interface NbdExport
     void write(long offset, ByteBuffer src, int length, boolean fua) throws IOException;
 
     /**
+     * Like {@link #write}, but the export may return before the write may be acknowledged, and acknowledge it
+     * through {@code completion} later instead of holding the calling thread: a sync group's write waits for the
+     * partner's ACK, and a thread parked per write costs a context switch each way. The source buffer may be
+     * reused as soon as this returns either way. The default finishes every write before returning.
+     *
+     * @param offset     byte offset.
+     * @param src        direct buffer aligned to 4096 holding the bytes from position 0.
+     * @param length     bytes to write.
+     * @param fua        force unit access: durable before it is acknowledged.
+     * @param completion called exactly once, later, when this returns false; never when it returns true.
+     * @return true when the write may be acknowledged now; false when {@code completion} will say.
+     * @throws IOException on failure; {@code completion} is then never called.
+     */
+    default boolean writeDeferrable(long offset, ByteBuffer src, int length, boolean fua, WriteCompletion completion)
+        throws IOException
+    {
+        write(offset, src, length, fua);
+        return true;
+    }
+
+    /**
      * Makes every write acknowledged so far, on any connection, durable.
      *
      * @throws IOException on failure.

@@ -14,6 +14,7 @@ import io.blockmover.buffer.Slab;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
+import io.blockmover.frontend.nbd.WriteCompletion;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.ConcurrentBitSet;
 import io.blockmover.replication.DirtyBitmap;
@@ -45,6 +46,8 @@ public final class SourceGroup implements AutoCloseable
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
     /** Writers waiting at once with targeted wake-ups: NBD workers plus connection readers, with room to spare. */
     private static final int WAITER_SLOTS = 64;
+    /** Sync writes waiting for the partner's ACK with no thread held: 16 NBD connections at queue depth 16. */
+    private static final int DEFERRED_SLOTS = 256;
     /** A waiting writer re-checks whether it should still wait at least this often. */
     private static final long MAX_PARTNER_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
     // Spinning pays only with a core to spare: on two cores the spinner takes the CPU from the shipper that is
@@ -66,6 +69,7 @@ public final class SourceGroup implements AutoCloseable
     // Writers waiting for the partner's ACK, and for its DURABLE: woken only when their LSN is reached.
     private final LsnWaiters ackWaiters = new LsnWaiters(WAITER_SLOTS);
     private final LsnWaiters durableWaiters = new LsnWaiters(WAITER_SLOTS);
+    private final DeferredAcks deferredAcks = new DeferredAcks(DEFERRED_SLOTS);
     private final ByteBuffer zeros;
 
     // Guarded by appendLock.
@@ -230,8 +234,12 @@ public final class SourceGroup implements AutoCloseable
     // Front end (NBD worker threads)
     // ----------------------------------------------------------------------------------------------------------
 
-    private void write(final int vol, final long offset, final ByteBuffer src, final int length, final boolean fua,
-        final int recordFlags) throws IOException
+    /**
+     * @param completion when not null, a sync write may leave its acknowledgement to it instead of waiting here.
+     * @return true when the write may be acknowledged; false when {@code completion} will be called instead.
+     */
+    private boolean write(final int vol, final long offset, final ByteBuffer src, final int length, final boolean fua,
+        final int recordFlags, final WriteCompletion completion) throws IOException
     {
         if (closed)
         {
@@ -344,9 +352,36 @@ public final class SourceGroup implements AutoCloseable
         }
         else if (lsn > 0 && waitsForPartner())
         {
+            if (completion != null && ackedLsn < lsn && defer(lsn, completion, startNs))
+            {
+                return false;
+            }
             awaitPartner(lsn, false);
             partnerAckNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         }
+        return true;
+    }
+
+    /**
+     * Leaves a sync write's acknowledgement to whoever publishes the partner's ACK for it.
+     *
+     * @return true when deferred; false when the caller must finish the write itself (no slot free, or the ACK came,
+     * or waiting stopped applying, while it was being deferred).
+     */
+    private boolean defer(final long lsn, final WriteCompletion completion, final long startNs)
+    {
+        final int slot = deferredAcks.defer(lsn, completion, startNs);
+        if (slot < 0)
+        {
+            return false;
+        }
+        // Re-checked after publishing the slot: whoever changed these published first and then completes the
+        // deferred writes (partnerProgress, resolveDeferred), so either it sees the slot or this sees the change.
+        if (ackedLsn >= lsn || closed || !waitsForPartner())
+        {
+            return !deferredAcks.takeBack(slot, lsn);
+        }
+        return true;
     }
 
     private void resyncAfterFailedWrite(final int vol, final int firstRegion, final int lastRegion)
@@ -757,6 +792,7 @@ public final class SourceGroup implements AutoCloseable
         }
         ackWaiters.signal(ackedLsn);
         durableWaiters.signal(durableLsn);
+        deferredAcks.completeUpTo(ackedLsn, 0, partnerAckNs, System.nanoTime());
     }
 
     /**
@@ -782,6 +818,28 @@ public final class SourceGroup implements AutoCloseable
     {
         ackWaiters.signalAll();
         durableWaiters.signalAll();
+        resolveDeferred();
+    }
+
+    /**
+     * Completes the deferred writes that no longer wait: all of them, failed, once the group closes; all of them,
+     * acknowledged, once waiting stops applying (as {@link #awaitPartner} returns then); else those acknowledged.
+     */
+    private void resolveDeferred()
+    {
+        final long nowNs = System.nanoTime();
+        if (closed)
+        {
+            deferredAcks.completeUpTo(Long.MAX_VALUE - 1, NbdProtocol.NBD_ESHUTDOWN, null, nowNs);
+        }
+        else if (!waitsForPartner())
+        {
+            deferredAcks.completeUpTo(Long.MAX_VALUE - 1, 0, null, nowNs);
+        }
+        else
+        {
+            deferredAcks.completeUpTo(ackedLsn, 0, partnerAckNs, nowNs);
+        }
     }
 
     /**
@@ -1050,7 +1108,14 @@ public final class SourceGroup implements AutoCloseable
         public void write(final long offset, final ByteBuffer src, final int length, final boolean fua)
             throws IOException
         {
-            SourceGroup.this.write(index, offset, src, length, fua, 0);
+            SourceGroup.this.write(index, offset, src, length, fua, 0, null);
+        }
+
+        @Override
+        public boolean writeDeferrable(final long offset, final ByteBuffer src, final int length, final boolean fua,
+            final WriteCompletion completion) throws IOException
+        {
+            return SourceGroup.this.write(index, offset, src, length, fua, 0, completion);
         }
 
         @Override
@@ -1075,7 +1140,7 @@ public final class SourceGroup implements AutoCloseable
             {
                 final int n = (int)Math.min(end - at, zeros.capacity());
                 final ByteBuffer z = zeros.duplicate();
-                SourceGroup.this.write(index, at, z, n, false, 0);
+                SourceGroup.this.write(index, at, z, n, false, 0, null);
                 at += n;
             }
             if (fua)

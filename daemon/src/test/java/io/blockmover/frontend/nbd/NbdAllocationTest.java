@@ -2,6 +2,7 @@ package io.blockmover.frontend.nbd;
 
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -21,8 +22,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The request path allocates nothing: after a warm-up, the reader and worker threads of a connection serving
- * thousands of pipelined reads, writes and flushes are measured with the JVM's per-thread allocation counter.
+ * The request path allocates nothing: after a warm-up, the reader, worker and replier threads of a connection
+ * serving thousands of pipelined reads, writes and flushes are measured with the JVM's per-thread allocation
+ * counter, with writes answered at once and with writes the export defers (a sync group's).
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class NbdAllocationTest
@@ -92,8 +94,91 @@ class NbdAllocationTest
         return total;
     }
 
+    /**
+     * Defers every write a worker runs and completes it at once, from the worker, as a partner's ACK that came
+     * first would: the reply goes through the replier.
+     */
+    private static final class DeferringExport implements NbdExport
+    {
+        private final NbdExport delegate;
+
+        DeferringExport(final NbdExport delegate)
+        {
+            this.delegate = delegate;
+        }
+
+        @Override
+        public String name()
+        {
+            return delegate.name();
+        }
+
+        @Override
+        public long size()
+        {
+            return delegate.size();
+        }
+
+        @Override
+        public boolean isReadOnly()
+        {
+            return false;
+        }
+
+        @Override
+        public void read(final long offset, final ByteBuffer dst, final int length) throws IOException
+        {
+            delegate.read(offset, dst, length);
+        }
+
+        @Override
+        public void write(final long offset, final ByteBuffer src, final int length, final boolean fua)
+            throws IOException
+        {
+            delegate.write(offset, src, length, fua);
+        }
+
+        @Override
+        public boolean writeDeferrable(final long offset, final ByteBuffer src, final int length, final boolean fua,
+            final WriteCompletion completion) throws IOException
+        {
+            delegate.write(offset, src, length, fua);
+            completion.complete(0);
+            return false;
+        }
+
+        @Override
+        public void flush() throws IOException
+        {
+            delegate.flush();
+        }
+
+        @Override
+        public void trim(final long offset, final long length) throws IOException
+        {
+            delegate.trim(offset, length);
+        }
+
+        @Override
+        public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
+        {
+            delegate.writeZeroes(offset, length, fua);
+        }
+    }
+
     @Test
     void shouldNotAllocateOnTheRequestPath() throws IOException
+    {
+        assertNoAllocation(false);
+    }
+
+    @Test
+    void shouldNotAllocateWhenWritesAreDeferred() throws IOException
+    {
+        assertNoAllocation(true);
+    }
+
+    private void assertNoAllocation(final boolean deferring) throws IOException
     {
         final com.sun.management.ThreadMXBean threads =
             (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
@@ -104,7 +189,8 @@ class NbdAllocationTest
         try (Volume volume = Volume.open(file, true);
             NbdServer server = new NbdServer(exports, socket, null, 4, 1024 * 1024, System.getLogger("nbd-alloc")))
         {
-            exports.add(new VolumeExport("disk", volume, false));
+            final NbdExport plain = new VolumeExport("disk", volume, false);
+            exports.add(deferring ? new DeferringExport(plain) : plain);
             server.start();
             try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
             {
@@ -114,7 +200,7 @@ class NbdAllocationTest
                     round(client, data, r);
                 }
                 final long[] ids = connectionThreadIds();
-                assertEquals(5, ids.length, "one reader and four workers");
+                assertEquals(6, ids.length, "one reader, four workers and the replier");
                 final long before = allocated(threads, ids);
                 for (int r = 0; r < MEASURED_ROUNDS; r++)
                 {
@@ -123,8 +209,8 @@ class NbdAllocationTest
                 final long allocated = allocated(threads, ids) - before;
 
                 final long requests = MEASURED_ROUNDS * DEPTH * 2L;
-                System.out.println("NBD request path: " + allocated + " bytes allocated over " + requests +
-                    " requests");
+                System.out.println("NBD request path" + (deferring ? " (deferred writes): " : ": ") + allocated +
+                    " bytes allocated over " + requests + " requests");
                 assertTrue(allocated < ALLOCATION_BOUND, allocated + " bytes allocated over " + requests +
                     " requests");
             }

@@ -274,6 +274,12 @@ class NbdServerTest
         final java.util.Set<String> threads = java.util.concurrent.ConcurrentHashMap.newKeySet();
         final java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger();
         final java.util.concurrent.atomic.AtomicInteger mostAtOnce = new java.util.concurrent.atomic.AtomicInteger();
+        /** Writes done and left to complete later, with their offsets, while {@link #defer} is set. */
+        final java.util.concurrent.BlockingDeque<Map.Entry<Long, WriteCompletion>> deferred =
+            new java.util.concurrent.LinkedBlockingDeque<>();
+        /** Writes answered at once: through write(), as the reader runs a lone request. */
+        final java.util.concurrent.atomic.AtomicInteger direct = new java.util.concurrent.atomic.AtomicInteger();
+        volatile boolean defer;
         volatile long holdMs;
 
         ThreadRecordingExport(final NbdExport delegate)
@@ -318,6 +324,7 @@ class NbdServerTest
                     Thread.sleep(holdMs);
                 }
                 delegate.write(offset, src, length, fua);
+                direct.incrementAndGet();
             }
             catch (final InterruptedException ex)
             {
@@ -328,6 +335,21 @@ class NbdServerTest
             {
                 running.decrementAndGet();
             }
+        }
+
+        @Override
+        public boolean writeDeferrable(final long offset, final ByteBuffer src, final int length, final boolean fua,
+            final WriteCompletion completion) throws IOException
+        {
+            if (!defer)
+            {
+                write(offset, src, length, fua);
+                return true;
+            }
+            threads.add(Thread.currentThread().getName());
+            delegate.write(offset, src, length, fua);
+            deferred.add(Map.entry(offset, completion));
+            return false;
         }
 
         @Override
@@ -406,6 +428,71 @@ class NbdServerTest
             assertTrue(export.threads.iterator().next().endsWith("-reader"), "ran on " + export.threads);
         }
         assertArrayEquals(large, fileRange(9L * large.length, large.length));
+    }
+
+    /**
+     * A sync group's write is left to the group until the partner's ACK (NbdExport.writeDeferrable): its reply must
+     * go out when, and only when, the export completes it, with the outcome it was given, whatever the order; and
+     * a client that disconnects meanwhile still gets its in-flight writes answered first.
+     */
+    @Test
+    void shouldAnswerDeferredWritesWhenTheExportCompletesThem() throws Exception
+    {
+        file = dir.resolve("disk.img");
+        Files.write(file, random(SIZE, 7));
+        volume = Volume.open(file, true);
+        final ThreadRecordingExport export = new ThreadRecordingExport(new VolumeExport("disk", volume, false));
+        export.defer = true;
+        exports.add(export);
+        socket = dir.resolve("nbd.sock");
+        server = new NbdServer(exports, socket, null, 4, MAX_PAYLOAD, NbdServer.DEFAULT_IO_TIMEOUT_NS,
+            System.getLogger("nbd-test"));
+        server.start();
+        final byte[] data = random(6 * BLOCK, 23);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            for (int i = 0; i < 4; i++)
+            {
+                client.sendRequest(CMD_WRITE, 0, i, (long)i * BLOCK, BLOCK,
+                    Arrays.copyOfRange(data, i * BLOCK, (i + 1) * BLOCK));
+            }
+            awaitTrue("every write was executed", () -> export.deferred.size() + export.direct.get() == 4);
+            assertTrue(export.deferred.size() >= 3, "a burst goes to the workers, which may defer: " +
+                export.deferred.size() + " deferred");
+            for (int i = 0; i < export.direct.get(); i++)
+            {
+                assertEquals(0, client.readReply(0).error(), "a lone write the reader ran is answered at once");
+            }
+            // Completed newest first, one at a time: each reply is the one just completed, so none left early.
+            boolean first = true;
+            while (!export.deferred.isEmpty())
+            {
+                final Map.Entry<Long, WriteCompletion> write = export.deferred.pollLast();
+                write.getValue().complete(first ? NbdProtocol.NBD_EIO : 0);
+                final RawNbdClient.Reply reply = client.readReply(0);
+                assertEquals(write.getKey() / BLOCK, reply.cookie());
+                assertEquals(first ? NbdProtocol.NBD_EIO : 0, reply.error());
+                first = false;
+            }
+            assertEquals(1, server.errors());
+
+            // A disconnect while writes are deferred: they are answered once completed, then the server closes.
+            client.sendRequest(CMD_WRITE, 0, 4, 4L * BLOCK, BLOCK, Arrays.copyOfRange(data, 4 * BLOCK, 5 * BLOCK));
+            client.sendRequest(CMD_WRITE, 0, 5, 5L * BLOCK, BLOCK, Arrays.copyOfRange(data, 5 * BLOCK, 6 * BLOCK));
+            client.sendRequest(CMD_DISC, 0, 99, 0, 0, null);
+            final int answered = export.direct.get();
+            awaitTrue("both writes were executed", () -> export.deferred.size() + export.direct.get() - answered == 2);
+            for (final Map.Entry<Long, WriteCompletion> write : export.deferred)
+            {
+                write.getValue().complete(0);
+            }
+            for (int i = 0; i < 2; i++)
+            {
+                assertEquals(0, client.readReply(0).error());
+            }
+            assertTrue(client.isClosedByServer());
+        }
+        assertArrayEquals(data, fileRange(0, data.length));
     }
 
     /**

@@ -17,6 +17,7 @@ import org.junit.jupiter.api.io.TempDir;
 import io.blockmover.buffer.Slab;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
+import io.blockmover.frontend.nbd.NbdProtocol;
 import io.blockmover.io.Volume;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
@@ -546,6 +547,55 @@ class SourceGroupTest
         degraded.join(TimeUnit.SECONDS.toMillis(5));
         assertFalse(degraded.isAlive(), "with the partner gone, writes go on (tracked by the log)");
         assertEquals(null, failure.get());
+    }
+
+    /**
+     * A sync write through writeDeferrable leaves its acknowledgement to the partner's ACK instead of holding the
+     * NBD worker: completed exactly once, by the ACK that covers it, by the partner going away (acknowledged, as a
+     * waiting write would be), or by the group closing (failed). An async write, or one the partner need not
+     * wait for, is done on return.
+     */
+    @Test
+    void shouldCompleteADeferredSyncWriteOnItsAckOrWhenWaitingEnds() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        final List<Integer> outcomes = new java.util.concurrent.CopyOnWriteArrayList<>();
+        assertTrue(export.writeDeferrable(0, pattern(1, 4096), 4096, false, outcomes::add),
+            "no partner yet: nothing to wait for");
+        group.linked(() -> { });
+        group.partnerProgress(1, 1);
+        group.updateCurrent(1L << 30);
+        assertTrue(group.isPartnerCurrent());
+
+        final long acksBefore = group.partnerAckNs.getTotalCount();
+        assertFalse(export.writeDeferrable(4096, pattern(2, 4096), 4096, false, outcomes::add), "LSN 2 deferred");
+        assertArrayEquals(bytes(pattern(2, 4096), 4096), fileBytes(4096, 4096), "written locally before deferring");
+        assertFalse(export.writeDeferrable(8192, pattern(3, 4096), 4096, false, outcomes::add), "LSN 3 deferred");
+        group.partnerProgress(1, 1);
+        assertEquals(List.of(), outcomes, "no ACK covers them yet");
+        group.partnerProgress(2, 1);
+        assertEquals(List.of(0), outcomes, "the ACK for LSN 2 completes that write only");
+        group.partnerProgress(3, 2);
+        group.partnerProgress(3, 3);
+        assertEquals(List.of(0, 0), outcomes, "each write completed once");
+        assertEquals(acksBefore + 2, group.partnerAckNs.getTotalCount(), "their partner-ACK latency is counted");
+
+        outcomes.clear();
+        assertFalse(export.writeDeferrable(12288, pattern(4, 4096), 4096, false, outcomes::add));
+        group.unlinked();
+        assertEquals(List.of(0), outcomes, "the partner is gone: the write is acknowledged, tracked by the log");
+        assertTrue(export.writeDeferrable(16384, pattern(5, 4096), 4096, false, outcomes::add),
+            "and later writes do not wait");
+
+        group.linked(() -> { });
+        group.partnerProgress(5, 5);
+        group.updateCurrent(1L << 30);
+        outcomes.clear();
+        assertFalse(export.writeDeferrable(20480, pattern(6, 4096), 4096, false, outcomes::add));
+        group.close();
+        group = null;
+        assertEquals(List.of(NbdProtocol.NBD_ESHUTDOWN), outcomes, "a closing group fails what still waits");
     }
 
     @Test

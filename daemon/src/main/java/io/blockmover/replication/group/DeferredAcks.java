@@ -1,0 +1,138 @@
+package io.blockmover.replication.group;
+
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+import org.HdrHistogram.ConcurrentHistogram;
+
+import io.blockmover.frontend.nbd.WriteCompletion;
+
+/**
+ * Sync writes whose reply waits for the partner's ACK without a thread waiting with it: the NBD worker leaves the
+ * write's {@link WriteCompletion} here and takes its next request, and the thread that publishes the partner's
+ * progress completes every write it covers. At queue depth 16 on two cores, a worker parked per write and woken
+ * per ACK cost a context switch each way, and context switches are most of the source's CPU here.
+ * <p>
+ * A slot is free, claimed (being filled or being completed), or holds a published LSN. Whoever moves a published
+ * slot to claimed, by compare-and-set, owns its completion: the completer after an ACK, or the writer taking its
+ * own write back when it finds, after publishing, that the ACK came first or waiting no longer applies. The writer
+ * publishes, then re-checks; the completer publishes progress, then scans; both sides are volatile, so one of them
+ * sees the other. Allocates nothing.
+ */
+final class DeferredAcks
+{
+    private static final long FREE = 0;
+    private static final long CLAIMED = Long.MAX_VALUE;
+
+    private final AtomicLongArray lsns;
+    private final AtomicReferenceArray<WriteCompletion> completions;
+    // Written before the slot's LSN is published and read after it is claimed: the volatile LSN orders both.
+    private final long[] startNs;
+    private final AtomicInteger pending = new AtomicInteger();
+
+    /**
+     * @param slots the most writes deferred at once; a writer that finds none free waits on its thread instead.
+     */
+    DeferredAcks(final int slots)
+    {
+        lsns = new AtomicLongArray(slots);
+        completions = new AtomicReferenceArray<>(slots);
+        startNs = new long[slots];
+    }
+
+    /**
+     * Leaves a write to be completed once the partner holds {@code lsn}. The caller must then re-check whether it
+     * still waits, and call {@link #takeBack} if not.
+     *
+     * @param lsn        the write's LSN, positive.
+     * @param completion its acknowledgement.
+     * @param writeStartNs when the write began, for the partner-ACK latency.
+     * @return the slot, or -1 when all are taken (the caller waits on its own thread).
+     */
+    int defer(final long lsn, final WriteCompletion completion, final long writeStartNs)
+    {
+        final int n = lsns.length();
+        final int start = (int)(lsn % n);
+        for (int i = 0; i < n; i++)
+        {
+            final int slot = (start + i) % n;
+            if (lsns.get(slot) == FREE && lsns.compareAndSet(slot, FREE, CLAIMED))
+            {
+                completions.set(slot, completion);
+                startNs[slot] = writeStartNs;
+                pending.incrementAndGet();
+                lsns.set(slot, lsn);
+                return slot;
+            }
+        }
+        return -1;
+    }
+
+    /**
+     * The writer takes its own write back, to answer it itself.
+     *
+     * @param slot from {@link #defer}.
+     * @param lsn  the LSN it was deferred with.
+     * @return true when taken back (nobody else will complete it); false when a completer already owns it.
+     */
+    boolean takeBack(final int slot, final long lsn)
+    {
+        if (lsns.get(slot) == lsn && lsns.compareAndSet(slot, lsn, CLAIMED))
+        {
+            release(slot);
+            return true;
+        }
+        return false;
+    }
+
+    /**
+     * Completes every write the partner now holds.
+     *
+     * @param acked       the partner's progress, already published.
+     * @param error       0, or the NBD error every completed write fails with.
+     * @param ackLatency  records each completed write's time since it began, or null.
+     * @param nowNs       the time now.
+     * @return how many were completed.
+     */
+    int completeUpTo(final long acked, final int error, final ConcurrentHistogram ackLatency, final long nowNs)
+    {
+        if (pending.get() == 0)
+        {
+            return 0;
+        }
+        int completed = 0;
+        for (int slot = 0, n = lsns.length(); slot < n; slot++)
+        {
+            final long lsn = lsns.get(slot);
+            if (lsn != FREE && lsn != CLAIMED && lsn <= acked && lsns.compareAndSet(slot, lsn, CLAIMED))
+            {
+                final WriteCompletion completion = completions.get(slot);
+                if (ackLatency != null)
+                {
+                    ackLatency.recordValue(Math.min(Math.max(nowNs - startNs[slot], 0),
+                        ackLatency.getHighestTrackableValue()));
+                }
+                release(slot);
+                completion.complete(error);
+                completed++;
+            }
+        }
+        return completed;
+    }
+
+    /**
+     * @return writes deferred and not yet completed or taken back.
+     */
+    int pending()
+    {
+        return pending.get();
+    }
+
+    private void release(final int slot)
+    {
+        completions.set(slot, null);
+        pending.decrementAndGet();
+        lsns.set(slot, FREE);
+    }
+}
