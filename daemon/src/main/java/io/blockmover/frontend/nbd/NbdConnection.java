@@ -216,14 +216,17 @@ final class NbdConnection implements Runnable
         {
             // Workers finish what was queued (a DISC waits for in-flight requests), then find the ring empty.
             work.close();
-            for (final Thread worker : workers)
+            for (int i = 0; workers != null && i < workers.length; i++)
             {
-                joined &= joinUninterruptedly(worker);
+                joined &= joinUninterruptedly(workers[i]);
             }
             // Deferred writes are answered (or, once closed, just released) as their group completes them: the
             // group completes every one, when the partner acknowledges it, goes away, or the group closes.
             workersDone = true;
-            LockSupport.unpark(replier);
+            if (replier != null)
+            {
+                LockSupport.unpark(replier);
+            }
             joined &= joinUninterruptedly(replier);
         }
         close();
@@ -235,8 +238,15 @@ final class NbdConnection implements Runnable
         server.logger().log(System.Logger.Level.DEBUG, "{0}: closed", name);
     }
 
+    /**
+     * @param thread a connection thread, or null if transmission ended before it was made.
+     */
     private static boolean joinUninterruptedly(final Thread thread)
     {
+        if (thread == null)
+        {
+            return true;
+        }
         try
         {
             thread.join();

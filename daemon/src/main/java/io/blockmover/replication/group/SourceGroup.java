@@ -70,6 +70,7 @@ public final class SourceGroup implements AutoCloseable
     private final LsnWaiters ackWaiters = new LsnWaiters(WAITER_SLOTS);
     private final LsnWaiters durableWaiters = new LsnWaiters(WAITER_SLOTS);
     private final DeferredAcks deferredAcks = new DeferredAcks(DEFERRED_SLOTS);
+    private final FlushLogForcer flushLogForcer;
     private final ByteBuffer zeros;
 
     // Guarded by appendLock.
@@ -125,6 +126,7 @@ public final class SourceGroup implements AutoCloseable
         this.log = log;
         this.bitmaps = new DirtyBitmap[volumes.length];
         this.exports = new ReplicatedExport[volumes.length];
+        this.flushLogForcer = new FlushLogForcer(this::forceLogRecords, "log-force-" + config.name);
         this.inflight = new AtomicIntegerArray[volumes.length];
         try
         {
@@ -403,6 +405,9 @@ public final class SourceGroup implements AutoCloseable
         final long lsn = publishedLsn;
         final boolean remote = waitsForPartner() && lsn > durableLsn;
         final long startNs = System.nanoTime();
+        // Async, or the partner is away: the source log itself must survive a crash of this host. Its force runs
+        // alongside the volume's (FlushLogForcer).
+        final long logTicket = remote ? 0 : flushLogForcer.request();
         volumes[vol].force();
         if (bitmapsTouched)
         {
@@ -423,16 +428,27 @@ public final class SourceGroup implements AutoCloseable
         {
             remoteFlushNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         }
+        else if (logTicket > 0)
+        {
+            flushLogForcer.await(logTicket);
+        }
         else
         {
-            // Async, or the partner is away: the source log itself must survive a crash of this host. The
-            // released head waits until due (RecordLog.forceRecords): a FLUSH needs the records, not the head.
-            synchronized (forceLock)
-            {
-                log.forceRecords();
-            }
+            forceLogRecords(); // The partner went away while this FLUSH waited for it.
         }
         flushes.incrementAndGet();
+    }
+
+    /**
+     * Makes the log's records durable; the released head waits until due (RecordLog.forceRecords): a FLUSH needs
+     * the records, not the head.
+     */
+    private void forceLogRecords()
+    {
+        synchronized (forceLock)
+        {
+            log.forceRecords();
+        }
     }
 
     /**
@@ -1053,6 +1069,7 @@ public final class SourceGroup implements AutoCloseable
         }
         closed = true;
         wakeAllWaiters();
+        flushLogForcer.close();
         forceLog();
         for (final DirtyBitmap b : bitmaps)
         {
