@@ -98,44 +98,11 @@ class NbdAllocationTest
      * Defers every write a worker runs and completes it at once, from the worker, as a partner's ACK that came
      * first would: the reply goes through the replier.
      */
-    private static final class DeferringExport implements NbdExport
+    private static final class DeferringExport extends ForwardingExport
     {
-        private final NbdExport delegate;
-
         DeferringExport(final NbdExport delegate)
         {
-            this.delegate = delegate;
-        }
-
-        @Override
-        public String name()
-        {
-            return delegate.name();
-        }
-
-        @Override
-        public long size()
-        {
-            return delegate.size();
-        }
-
-        @Override
-        public boolean isReadOnly()
-        {
-            return false;
-        }
-
-        @Override
-        public void read(final long offset, final ByteBuffer dst, final int length) throws IOException
-        {
-            delegate.read(offset, dst, length);
-        }
-
-        @Override
-        public void write(final long offset, final ByteBuffer src, final int length, final boolean fua)
-            throws IOException
-        {
-            delegate.write(offset, src, length, fua);
+            super(delegate);
         }
 
         @Override
@@ -145,24 +112,6 @@ class NbdAllocationTest
             delegate.write(offset, src, length, fua);
             completion.complete(0);
             return false;
-        }
-
-        @Override
-        public void flush() throws IOException
-        {
-            delegate.flush();
-        }
-
-        @Override
-        public void trim(final long offset, final long length) throws IOException
-        {
-            delegate.trim(offset, length);
-        }
-
-        @Override
-        public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
-        {
-            delegate.writeZeroes(offset, length, fua);
         }
     }
 

@@ -268,9 +268,8 @@ class NbdServerTest
     /**
      * An export that records which thread ran each write and how many ran at once, and can hold each write.
      */
-    static final class ThreadRecordingExport implements NbdExport
+    static final class ThreadRecordingExport extends ForwardingExport
     {
-        final NbdExport delegate;
         final java.util.Set<String> threads = java.util.concurrent.ConcurrentHashMap.newKeySet();
         final java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger();
         final java.util.concurrent.atomic.AtomicInteger mostAtOnce = new java.util.concurrent.atomic.AtomicInteger();
@@ -284,31 +283,7 @@ class NbdServerTest
 
         ThreadRecordingExport(final NbdExport delegate)
         {
-            this.delegate = delegate;
-        }
-
-        @Override
-        public String name()
-        {
-            return delegate.name();
-        }
-
-        @Override
-        public long size()
-        {
-            return delegate.size();
-        }
-
-        @Override
-        public boolean isReadOnly()
-        {
-            return false;
-        }
-
-        @Override
-        public void read(final long offset, final ByteBuffer dst, final int length) throws IOException
-        {
-            delegate.read(offset, dst, length);
+            super(delegate);
         }
 
         @Override
@@ -357,18 +332,6 @@ class NbdServerTest
         {
             threads.add(Thread.currentThread().getName());
             delegate.flush();
-        }
-
-        @Override
-        public void trim(final long offset, final long length) throws IOException
-        {
-            delegate.trim(offset, length);
-        }
-
-        @Override
-        public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
-        {
-            delegate.writeZeroes(offset, length, fua);
         }
     }
 
