@@ -766,7 +766,8 @@ final class NbdConnection implements Runnable
     }
 
     /**
-     * A deferred write's outcome, from the thread that completed it: queued for the replier, never blocking.
+     * A deferred write's outcome, from the thread that completed it: queued for the replier, never blocking. The
+     * replier is woken by {@link #wakeReplier()}, once the completer has queued its whole batch.
      */
     void deferredDone(final NbdRequest request, final int error)
     {
@@ -776,6 +777,10 @@ final class NbdConnection implements Runnable
             server.error();
         }
         completed.offer(request); // Never full: it has room for every slot.
+    }
+
+    void wakeReplier()
+    {
         LockSupport.unpark(replier);
     }
 

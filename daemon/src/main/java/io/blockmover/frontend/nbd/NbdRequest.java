@@ -41,4 +41,10 @@ final class NbdRequest implements WriteCompletion
     {
         owner.deferredDone(this, error);
     }
+
+    @Override
+    public void dispatch()
+    {
+        owner.wakeReplier();
+    }
 }

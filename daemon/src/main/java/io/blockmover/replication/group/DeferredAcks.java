@@ -30,6 +30,8 @@ final class DeferredAcks
     // Written before the slot's LSN is published and read after it is claimed: the volatile LSN orders both.
     private final long[] startNs;
     private final AtomicInteger pending = new AtomicInteger();
+    // Guarded by this: the completions of one completeUpTo, dispatched once all are completed.
+    private final WriteCompletion[] batch;
 
     /**
      * @param slots the most writes deferred at once; a writer that finds none free waits on its thread instead.
@@ -39,6 +41,7 @@ final class DeferredAcks
         lsns = new AtomicLongArray(slots);
         completions = new AtomicReferenceArray<>(slots);
         startNs = new long[slots];
+        batch = new WriteCompletion[slots];
     }
 
     /**
@@ -87,7 +90,8 @@ final class DeferredAcks
     }
 
     /**
-     * Completes every write the partner now holds.
+     * Completes every write the partner now holds, then dispatches them (WriteCompletion): their replies leave
+     * together. Synchronized for the batch array only: the shipper's thread is the one frequent caller.
      *
      * @param acked       the partner's progress, already published.
      * @param error       0, or the NBD error every completed write fails with.
@@ -101,6 +105,21 @@ final class DeferredAcks
         {
             return 0;
         }
+        synchronized (this)
+        {
+            final int completed = completeBatch(acked, error, ackLatency, nowNs);
+            for (int i = 0; i < completed; i++)
+            {
+                batch[i].dispatch();
+                batch[i] = null;
+            }
+            return completed;
+        }
+    }
+
+    private int completeBatch(final long acked, final int error, final ConcurrentHistogram ackLatency,
+        final long nowNs)
+    {
         int completed = 0;
         for (int slot = 0, n = lsns.length(); slot < n; slot++)
         {
@@ -115,7 +134,7 @@ final class DeferredAcks
                 }
                 release(slot);
                 completion.complete(error);
-                completed++;
+                batch[completed++] = completion;
             }
         }
         return completed;

@@ -111,6 +111,7 @@ class NbdAllocationTest
         {
             delegate.write(offset, src, length, fua);
             completion.complete(0);
+            completion.dispatch();
             return false;
         }
     }

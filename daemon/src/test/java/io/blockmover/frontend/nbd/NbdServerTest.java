@@ -432,6 +432,7 @@ class NbdServerTest
             {
                 final Map.Entry<Long, WriteCompletion> write = export.deferred.pollLast();
                 write.getValue().complete(first ? NbdProtocol.NBD_EIO : 0);
+                write.getValue().dispatch();
                 final RawNbdClient.Reply reply = client.readReply(0);
                 assertEquals(write.getKey() / BLOCK, reply.cookie());
                 assertEquals(first ? NbdProtocol.NBD_EIO : 0, reply.error());
@@ -449,6 +450,8 @@ class NbdServerTest
             {
                 write.getValue().complete(0);
             }
+            // Completed as one batch: nothing goes out until it is dispatched, then both replies together.
+            export.deferred.peekFirst().getValue().dispatch();
             for (int i = 0; i < 2; i++)
             {
                 assertEquals(0, client.readReply(0).error());

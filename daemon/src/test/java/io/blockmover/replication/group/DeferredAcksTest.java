@@ -38,6 +38,40 @@ class DeferredAcksTest
         assertEquals(0, acks.pending());
     }
 
+    /**
+     * One ACK covers several writes: all of them are completed before any is dispatched, so their replies leave
+     * together and the replier is woken once. Dispatching each as it was completed woke the replier per write,
+     * and on a shared core each wake-up preempted the shipper.
+     */
+    @Test
+    void shouldCompleteABatchBeforeDispatchingAny()
+    {
+        final DeferredAcks acks = new DeferredAcks(8);
+        final java.util.List<String> events = new java.util.ArrayList<>();
+        for (int lsn = 1; lsn <= 3; lsn++)
+        {
+            final int at = lsn;
+            acks.defer(lsn, new io.blockmover.frontend.nbd.WriteCompletion()
+            {
+                @Override
+                public void complete(final int error)
+                {
+                    events.add("complete " + at);
+                }
+
+                @Override
+                public void dispatch()
+                {
+                    events.add("dispatch " + at);
+                }
+            }, 0);
+        }
+        assertEquals(3, acks.completeUpTo(3, 0, null, 0));
+        assertEquals(java.util.List.of("complete", "complete", "complete", "dispatch", "dispatch", "dispatch"),
+            events.stream().map(e -> e.substring(0, e.indexOf(' '))).collect(java.util.stream.Collectors.toList()),
+            events.toString());
+    }
+
     @Test
     void shouldLetTheWriterTakeBackOnlyWhatNobodyCompleted()
     {
