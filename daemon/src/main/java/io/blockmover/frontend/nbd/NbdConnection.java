@@ -953,60 +953,19 @@ final class NbdConnection implements Runnable
     }
 
     /**
-     * Writes the simple replies of {@code count} requests in one gathering write.
+     * Writes {@code count} buffers in one gathering write under the reply lock: the simple replies of that many
+     * requests, or one reply and its READ data.
      */
-    private void writeReplies(final ByteBuffer[] headers, final int count)
+    private void writeReplies(final ByteBuffer[] buffers, final int count)
     {
         synchronized (replyLock)
         {
             writeDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
             try
             {
-                while (headers[count - 1].hasRemaining())
+                while (buffers[count - 1].hasRemaining())
                 {
-                    channel.write(headers, 0, count);
-                }
-            }
-            catch (final IOException ex)
-            {
-                server.logger().log(System.Logger.Level.DEBUG, "{0}: reply failed: {1}", name, ex);
-                close();
-            }
-            finally
-            {
-                writeDeadlineNs = Long.MAX_VALUE;
-            }
-        }
-    }
-
-    private void reply(final NbdRequest request)
-    {
-        final ByteBuffer replyHeader = request.replyHeader;
-        fillReplyHeader(request);
-        final boolean withData = request.type == CMD_READ && request.error == 0;
-        if (withData)
-        {
-            request.buffer.limit((int)request.length).position(0);
-        }
-        synchronized (replyLock)
-        {
-            writeDeadlineNs = System.nanoTime() + server.ioTimeoutNs();
-            try
-            {
-                if (withData)
-                {
-                    final ByteBuffer data = request.buffer;
-                    while (data.hasRemaining())
-                    {
-                        channel.write(request.replyWithData);
-                    }
-                }
-                else
-                {
-                    while (replyHeader.hasRemaining())
-                    {
-                        channel.write(replyHeader);
-                    }
+                    channel.write(buffers, 0, count);
                 }
             }
             catch (final IOException ex)
@@ -1020,6 +979,18 @@ final class NbdConnection implements Runnable
                 writeDeadlineNs = Long.MAX_VALUE;
             }
         }
+    }
+
+    private void reply(final NbdRequest request)
+    {
+        fillReplyHeader(request);
+        final boolean withData = request.type == CMD_READ && request.error == 0;
+        if (withData)
+        {
+            request.buffer.limit((int)request.length).position(0);
+        }
+        // replyWithData is the header, then the READ data: the header alone is its first element.
+        writeReplies(request.replyWithData, withData ? 2 : 1);
     }
 
     private void readFully(final ByteBuffer buffer) throws IOException

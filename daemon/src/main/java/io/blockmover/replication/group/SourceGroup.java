@@ -808,7 +808,7 @@ public final class SourceGroup implements AutoCloseable
         }
         ackWaiters.signal(ackedLsn);
         durableWaiters.signal(durableLsn);
-        deferredAcks.completeUpTo(ackedLsn, 0, partnerAckNs, System.nanoTime());
+        resolveDeferred();
     }
 
     /**
@@ -840,6 +840,7 @@ public final class SourceGroup implements AutoCloseable
     /**
      * Completes the deferred writes that no longer wait: all of them, failed, once the group closes; all of them,
      * acknowledged, once waiting stops applying (as {@link #awaitPartner} returns then); else those acknowledged.
+     * Runs after each change to what it reads: the partner's progress, and everything that wakes all waiters.
      */
     private void resolveDeferred()
     {
