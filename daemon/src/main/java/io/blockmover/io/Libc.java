@@ -5,7 +5,7 @@ import com.sun.jna.Native;
 
 /**
  * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size,
- * read-ahead advice for mapped files, and page-cache advice for volumes.
+ * read-ahead advice for mapped files, page-cache advice for volumes, and write-behind for logs.
  * Direct-mapped through JNA (cheap calls, no interface proxies). Any thread.
  */
 public final class Libc
@@ -67,6 +67,21 @@ public final class Libc
      * @return 0 or an errno (it does not set errno; advice only: callers may ignore a failure).
      */
     public static native int posix_fadvise(int fd, long offset, long length, int advice);
+
+    /** sync_file_range: start writing the range's dirty pages that are not under write-out yet; do not wait. */
+    public static final int SYNC_FILE_RANGE_WRITE = 2;
+
+    /**
+     * Starts write-out of a file range without waiting for it and without flushing the device's cache: it makes
+     * nothing durable, it only spreads the writing of data a later fdatasync would otherwise write in one burst.
+     *
+     * @param fd     any descriptor of the file (read-only will do): the page cache is the file's.
+     * @param offset start of the range.
+     * @param length bytes, 0 for "to the end".
+     * @param flags  e.g. {@link #SYNC_FILE_RANGE_WRITE}.
+     * @return 0, or -1 (advice only: callers may ignore a failure).
+     */
+    public static native int sync_file_range(int fd, long offset, long length, int flags);
 
     /**
      * @param fd of an open block device.

@@ -462,6 +462,13 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         }
         unforcedBytes += receiveHeader.payloadLength();
         recordsReceived++;
+        if (!eagerForce)
+        {
+            // Forced only every flush.interval: stream the records to the disk meanwhile, or each force writes an
+            // interval's worth at once and the apply writes (and, on a shared disk, everyone's) queue behind it.
+            // A sync partner forces after every batch and has nothing to gain.
+            log.writeBehind();
+        }
         return true;
     }
 

@@ -17,6 +17,7 @@ import org.agrona.BufferUtil;
 import org.agrona.IoUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import com.sun.jna.LastErrorException;
 import com.sun.nio.file.ExtendedOpenOption;
 
 import io.blockmover.BlockmoverException;
@@ -104,6 +105,8 @@ public final class RecordLog implements AutoCloseable
     /** Appends ask for the page cache to hold this much of the log ahead of the tail (see readAhead). */
     private static final int READ_AHEAD_LENGTH = 1 << 20;
     private static final int STAGING_ALIGNMENT = 4096;
+    /** {@link #writeBehind} starts the write-out of appended records once this much is waiting. */
+    static final long WRITE_BEHIND_BYTES = 1L << 20;
 
     private final Path path;
     private final FileChannel channel;
@@ -138,6 +141,9 @@ public final class RecordLog implements AutoCloseable
     private final CRC32C appenderCrc = new CRC32C();
     // The head slots have their own CRC state: force() may run on another thread than the appender.
     private final CRC32C slotCrc = new CRC32C();
+    // A descriptor of the file for sync_file_range, which FileChannel does not offer; -1 if it could not be opened
+    // (write-behind is advice: the log works without it).
+    private final int writeBehindFd;
 
     // Tail: single writer (appender), release store; readers acquire.
     private final AtomicLong tailPosition = new AtomicLong();
@@ -165,6 +171,8 @@ public final class RecordLog implements AutoCloseable
     private long nextLsn;
     private long claimRecordPosition = NO_CLAIM;
     private int claimLength;
+    private long writeBehindPosition;
+    private long writeBehindBytes;
     private boolean closed;
 
     /**
@@ -220,6 +228,20 @@ public final class RecordLog implements AutoCloseable
         this.recovery = recover();
         readAhead(tailPosition.get());
         readAhead(tailPosition.get() + readAheadLength);
+        this.writeBehindPosition = tailPosition.get();
+        this.writeBehindFd = openForWriteBehind(path);
+    }
+
+    private static int openForWriteBehind(final Path path)
+    {
+        try
+        {
+            return Libc.open(path.toString(), Libc.O_RDONLY | Libc.O_CLOEXEC);
+        }
+        catch (final LastErrorException ex)
+        {
+            return -1;
+        }
     }
 
     /**
@@ -672,6 +694,50 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
+     * Starts writing the records appended since the last call to the disk, once at least
+     * {@link #WRITE_BEHIND_BYTES} are waiting, without waiting for the disk or flushing its cache: durability still
+     * comes only from {@link #force}. For a log forced at intervals (an async group's partner forces every
+     * flush.interval): its records then stream to the disk as they arrive, and the next force finds little left to
+     * write, instead of writing an interval's worth in one burst that every other writer of the disk queues behind.
+     * Appender thread only.
+     *
+     * @return bytes whose write-out was started by this call.
+     */
+    public long writeBehind()
+    {
+        final long tail = tailPosition.get();
+        if (tail - writeBehindPosition < WRITE_BEHIND_BYTES || writeBehindFd < 0)
+        {
+            return 0;
+        }
+        // Never more than one lap: older positions share their bytes with newer ones.
+        long position = Math.max(writeBehindPosition, tail - capacity);
+        long started = 0;
+        while (position < tail)
+        {
+            final long bodyOffset = position % capacity;
+            final long length = Math.min(tail - position, capacity - bodyOffset);
+            if (Libc.sync_file_range(writeBehindFd, FILE_HEADER_LENGTH + bodyOffset, length,
+                Libc.SYNC_FILE_RANGE_WRITE) == 0)
+            {
+                started += length;
+            }
+            position += length;
+        }
+        writeBehindPosition = tail;
+        writeBehindBytes += started;
+        return started;
+    }
+
+    /**
+     * @return bytes whose write-out {@link #writeBehind} started since the log was opened. Appender thread.
+     */
+    public long writeBehindBytes()
+    {
+        return writeBehindBytes;
+    }
+
+    /**
      * Discards every record and starts again, empty, at the current tail with the given next LSN; persisted
      * before it returns. Used when the log is abandoned for bitmap tracking. Appender thread only, with no
      * release in progress.
@@ -798,6 +864,17 @@ public final class RecordLog implements AutoCloseable
         finally
         {
             unmapAll(headerMapped, segments);
+            if (writeBehindFd >= 0)
+            {
+                try
+                {
+                    Libc.close(writeBehindFd);
+                }
+                catch (final LastErrorException ignored)
+                {
+                    // A read-only descriptor: nothing can be lost by failing to close it.
+                }
+            }
             try
             {
                 channel.close();

@@ -241,6 +241,65 @@ class RecordLogTest
         assertTrue(allocatedBytes(sparse) < Files.size(sparse) / 2, "the test-only open stays sparse");
     }
 
+    /**
+     * An async partner forces its log only every flush.interval; meanwhile write-behind starts the write-out of each
+     * megabyte appended (sync_file_range), so a force does not write an interval's worth at once. Every appended
+     * byte is started exactly once, across the wrap, and never more than one lap of the ring per call.
+     */
+    @Test
+    void shouldStartTheWriteOutOfEachAppendedMegabyteOnceAcrossTheWrap()
+    {
+        final long capacity = 4L << 20;
+        try (RecordLog log = RecordLog.open(dir.resolve("behind.log"), capacity, MAX_RECORD_LENGTH, 1 << 20))
+        {
+            final RecordLog.Cursor cursor = log.newCursor();
+            final int length = 60_000;
+            long lsn = 1;
+            long started = 0;
+            long lastStartedAt = 0;
+            boolean sawNothingToStart = false;
+            while (log.tailPosition() < 3 * capacity)
+            {
+                while (append(log, lsn, length) < 0)
+                {
+                    assertTrue(cursor.next());
+                    log.release(cursor.position());
+                    log.force();
+                }
+                lsn++;
+                final long pending = log.tailPosition() - lastStartedAt;
+                final long now = log.writeBehind();
+                if (pending < RecordLog.WRITE_BEHIND_BYTES)
+                {
+                    assertEquals(0, now, "less than the threshold waits");
+                    sawNothingToStart = true;
+                }
+                else
+                {
+                    assertEquals(pending, now, "the kernel accepted the whole span, wrapped or not");
+                    lastStartedAt = log.tailPosition();
+                }
+                started += now;
+            }
+            assertTrue(sawNothingToStart);
+            assertEquals(lastStartedAt, started, "each byte once");
+            assertEquals(started, log.writeBehindBytes());
+
+            for (int i = 0; i < 80; i++)
+            {
+                while (append(log, lsn, length) < 0)
+                {
+                    assertTrue(cursor.next());
+                    log.release(cursor.position());
+                    log.force();
+                }
+                lsn++;
+            }
+            assertTrue(log.tailPosition() - lastStartedAt > capacity);
+            assertEquals(capacity, log.writeBehind(), "more than a lap pending: the ring, once");
+        }
+    }
+
     private static long allocatedBytes(final Path file) throws IOException, InterruptedException
     {
         final Process stat = new ProcessBuilder("stat", "-c", "%b %B", file.toString()).start();
