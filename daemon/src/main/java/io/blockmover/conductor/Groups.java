@@ -4,11 +4,13 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -220,6 +222,33 @@ final class Groups implements AutoCloseable
             handle.reclaimLogSpace();
             handle.checkHealth();
         }
+        removeUnclaimedLogs(System.nanoTime());
+    }
+
+    /**
+     * A log written here for a new group whose source stopped asking for it (its create was cancelled, failed or
+     * its daemon died) would take its room until this daemon restarts: delete it once unclaimed for
+     * group.log.unclaimed.keep. A source that comes back later gets a new one written.
+     */
+    private void removeUnclaimedLogs(final long nowNs)
+    {
+        final long keepNs = conductor.ctx().unclaimedLogKeepNs();
+        final Iterator<Map.Entry<String, LogPreparer.Preparation>> entries =
+            preparingDestinations.entrySet().iterator();
+        while (entries.hasNext())
+        {
+            final Map.Entry<String, LogPreparer.Preparation> entry = entries.next();
+            final LogPreparer.Preparation preparation = entry.getValue();
+            if (preparation.isUnclaimed(nowNs, keepNs))
+            {
+                entries.remove();
+                store.delete(entry.getKey());
+                conductor.log("group " + entry.getKey() + ": deleted the " + preparation.capacity + "-byte log " +
+                    "written for " + preparation.peer + ", which has not asked for it for " +
+                    TimeUnit.NANOSECONDS.toSeconds(keepNs) + " s (its 'group create' was cancelled or failed " +
+                    "there); it is written again if " + preparation.peer + " comes back");
+            }
+        }
     }
 
     /**
@@ -402,7 +431,7 @@ final class Groups implements AutoCloseable
         // The log is written on the preparer's thread; the handle opens the group once it is (doWork), then
         // dials the partner, and the client hears when the partner accepts or refuses.
         handle.openOnceLogPrepared(logPreparer.prepare(store.dir(name).resolve("log"), logSize,
-            conductor.ctx().chunkLength()), client, id);
+            conductor.ctx().chunkLength(), peer), client, id);
         pending.add(handle);
         conductor.log("group " + name + " created, writing its " + logSize + "-byte log before " + peer +
             " is asked to accept it");
@@ -743,11 +772,12 @@ final class Groups implements AutoCloseable
             handle.checkVolumes();
             store.delete(config.name);
             preparingDestinations.put(config.name, logPreparer.prepare(store.dir(config.name).resolve("log"),
-                config.logSize, config.regionLength));
+                config.logSize, config.regionLength, peer));
             conductor.log("group " + config.name + ": writing its " + config.logSize + "-byte log before accepting " +
                 peer + " as its source");
             throw preparing(config, peer);
         }
+        preparation.asked(System.nanoTime());
         if (!preparation.isDone())
         {
             throw preparing(config, peer);

@@ -20,14 +20,34 @@ import io.blockmover.replication.log.RecordLog;
 final class LogPreparer implements AutoCloseable
 {
     /**
-     * A log being written: its geometry, and when it is done.
-     *
-     * @param capacity        bytes of records.
-     * @param maxRecordLength the longest payload.
-     * @param done            completes when the file exists; exceptionally when it cannot be written.
+     * A log being written, or written and not yet claimed: its geometry, for whom, when it is done, and when its
+     * source last asked for it (conductor thread).
      */
-    record Preparation(long capacity, int maxRecordLength, CompletableFuture<Void> done)
+    static final class Preparation
     {
+        final long capacity;
+        final int maxRecordLength;
+        final String peer;
+        private final CompletableFuture<Void> done;
+        private long askedNs;
+
+        /**
+         * @param capacity        bytes of records.
+         * @param maxRecordLength the longest payload.
+         * @param peer            the source it is written for.
+         * @param done            completes when the file exists; exceptionally when it cannot be written.
+         * @param askedNs         when the source asked (System.nanoTime).
+         */
+        Preparation(final long capacity, final int maxRecordLength, final String peer,
+            final CompletableFuture<Void> done, final long askedNs)
+        {
+            this.capacity = capacity;
+            this.maxRecordLength = maxRecordLength;
+            this.peer = peer;
+            this.done = done;
+            this.askedNs = askedNs;
+        }
+
         boolean isFor(final long capacity, final int maxRecordLength)
         {
             return this.capacity == capacity && this.maxRecordLength == maxRecordLength;
@@ -36,6 +56,20 @@ final class LogPreparer implements AutoCloseable
         boolean isDone()
         {
             return done.isDone();
+        }
+
+        void asked(final long nowNs)
+        {
+            askedNs = nowNs;
+        }
+
+        /**
+         * @return whether the log is written and its source has not asked for it for {@code keepNs}: its create
+         * was cancelled or failed there, and the file only takes room.
+         */
+        boolean isUnclaimed(final long nowNs, final long keepNs)
+        {
+            return done.isDone() && nowNs - askedNs > keepNs;
         }
 
         /**
@@ -67,12 +101,14 @@ final class LogPreparer implements AutoCloseable
     /**
      * Starts writing a log file, after any already queued.
      *
+     * @param peer the source it is for.
      * @return the preparation.
      */
-    Preparation prepare(final Path file, final long capacity, final int maxRecordLength)
+    Preparation prepare(final Path file, final long capacity, final int maxRecordLength, final String peer)
     {
-        return new Preparation(capacity, maxRecordLength,
-            CompletableFuture.runAsync(() -> RecordLog.prepare(file, capacity, maxRecordLength), executor));
+        return new Preparation(capacity, maxRecordLength, peer,
+            CompletableFuture.runAsync(() -> RecordLog.prepare(file, capacity, maxRecordLength), executor),
+            System.nanoTime());
     }
 
     /**

@@ -34,6 +34,7 @@ public final class ConfigReload
         LIVE.put(Configuration.FLUSH_BYTES, "for the next inbound session");
         LIVE.put(Configuration.FLUSH_INTERVAL, "for the next inbound session");
         LIVE.put(Configuration.GROUP_LOG_SIZE, "for the next 'group create'");
+        LIVE.put(Configuration.GROUP_LOG_UNCLAIMED_KEEP, "now");
     }
 
     private ConfigReload()

@@ -36,6 +36,7 @@ public final class Configuration
     public static final String NBD_LISTEN = "nbd.listen";
     public static final String NBD_WORKERS = "nbd.workers";
     public static final String GROUP_LOG_SIZE = "group.log.size";
+    public static final String GROUP_LOG_UNCLAIMED_KEEP = "group.log.unclaimed.keep";
     public static final String METRICS_LISTEN = "metrics.listen";
     public static final String LOG_LEVEL = "log.level";
     /** nbd.export.NAME = PATH: a volume served over NBD without replication (a baseline, or a scratch disk). */
@@ -80,6 +81,9 @@ public final class Configuration
             "loopback or a trusted network only)");
         define(NBD_WORKERS, "16", "requests served concurrently per NBD connection (each holds a chunk-sized buffer)");
         define(GROUP_LOG_SIZE, "1g", "record log of a new group when 'group create' gives no --log-size");
+        define(GROUP_LOG_UNCLAIMED_KEEP, "1m", "a destination deletes the log it wrote for a new group once the " +
+            "source stopped asking for it this long: its create was cancelled or failed there (while a create " +
+            "runs, the source asks four times a second)");
         define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
         define(METRICS_LISTEN, "", "loopback address:port of an HTTP endpoint serving /metrics in the Prometheus " +
             "format, e.g. 127.0.0.1:9477 (empty: none; loopback only, it has no authentication)");

@@ -34,6 +34,7 @@ import static io.blockmover.daemon.Configuration.COUNTERS_FILE;
 import static io.blockmover.daemon.Configuration.DIGEST_BATCH;
 import static io.blockmover.daemon.Configuration.FLUSH_BYTES;
 import static io.blockmover.daemon.Configuration.GROUP_LOG_SIZE;
+import static io.blockmover.daemon.Configuration.GROUP_LOG_UNCLAIMED_KEEP;
 import static io.blockmover.daemon.Configuration.NBD_LISTEN;
 import static io.blockmover.daemon.Configuration.NBD_SOCKET;
 import static io.blockmover.daemon.Configuration.NBD_WORKERS;
@@ -92,6 +93,7 @@ public final class Context
     private InetSocketAddress metricsListen;
     private int nbdWorkers;
     private long groupLogSize;
+    private long unclaimedLogKeepNs;
     private final Map<String, Path> localExports = new TreeMap<>();
     private long flushIntervalNs;
     private System.Logger.Level logLevel;
@@ -250,6 +252,12 @@ public final class Context
             problems.add(NBD_WORKERS + " " + nbdWorkers + " is not in 1..64");
         }
         groupLogSize = size(GROUP_LOG_SIZE, problems);
+        unclaimedLogKeepNs = duration(GROUP_LOG_UNCLAIMED_KEEP, problems);
+        if (unclaimedLogKeepNs > 1 && unclaimedLogKeepNs < 1_000_000_000L) // 1: not a duration, said already
+        {
+            problems.add(GROUP_LOG_UNCLAIMED_KEEP + " " + effective.get(GROUP_LOG_UNCLAIMED_KEEP) + " is below 1s: a " +
+                "log could be deleted between two of the source's asks, and written again for ever");
+        }
         for (final Map.Entry<String, String> entry : new TreeMap<>(raw).entrySet())
         {
             if (entry.getKey().startsWith(Configuration.NBD_EXPORT_PREFIX))
@@ -707,6 +715,14 @@ public final class Context
     public long flushIntervalNs()
     {
         return flushIntervalNs;
+    }
+
+    /**
+     * @return how long a destination keeps a log written for a new group whose source stopped asking for it.
+     */
+    public long unclaimedLogKeepNs()
+    {
+        return unclaimedLogKeepNs;
     }
 
     /**

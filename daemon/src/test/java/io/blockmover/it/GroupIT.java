@@ -54,7 +54,7 @@ class GroupIT
     static void up()
     {
         testbed = Testbed.up("group", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms",
-            "--set", "reconnect.max.interval=1s");
+            "--set", "reconnect.max.interval=1s", "--set", "group.log.unclaimed.keep=3s");
     }
 
     @AfterAll
@@ -586,6 +586,56 @@ class GroupIT
         }
         finally
         {
+            if (create.join().exitCode() == 0)
+            {
+                GroupChecks.delete(testbed, name);
+            }
+        }
+    }
+
+    /**
+     * A destination writes a new group's log before it accepts the source. When the source stops asking for it
+     * meanwhile (its create cancelled or failed there, its daemon gone; here frozen with SIGSTOP), nobody claims
+     * that log: it used to take its room (the whole --log-size) until the destination's daemon restarted. Now it
+     * is deleted once its source has not asked for it for group.log.unclaimed.keep (3 s in this testbed), and
+     * written again when the source comes back, which then gets its group.
+     */
+    @Test
+    void shouldDeleteALogWrittenForASourceThatStoppedAsking() throws Exception
+    {
+        final String name = "orphan";
+        final Path[] sources = zeroFiles(name + "-src", 1);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Path prepared = testbed.dir.resolve("site-b/state/groups/" + name + "/log");
+        final String writing = "group " + name + ": writing its 2147483648-byte log before accepting site-a";
+        final CompletableFuture<Run> create = CompletableFuture.supplyAsync(
+            () -> testbed.cli("site-a", concat(concat(new String[] {"group", "create", name, "--peer", "site-b"},
+                volumeOptions(sources, destinations)), "--log-size", "2g", "--json")));
+        boolean frozen = false;
+        try
+        {
+            Testbed.await("site-b to start writing the log", 60, () -> testbed.log("site-b").contains(writing));
+            testbed.signal("site-a", "STOP");
+            frozen = true;
+            Testbed.await("the log to be written, unclaimed", 120, () -> Files.exists(prepared));
+            Testbed.await("the unclaimed log to be deleted, saying so", 30, () -> !Files.exists(prepared.getParent()) &&
+                testbed.log("site-b").contains("group " + name + ": deleted the 2147483648-byte log written for " +
+                "site-a, which has not asked for it for 3 s"), () -> testbed.logTail("site-b", 20));
+            assertTrue(testbed.groups("site-b").stream().noneMatch((g) -> name.equals(g.get("name"))));
+
+            testbed.signal("site-a", "CONT");
+            frozen = false;
+            create.get(120, TimeUnit.SECONDS).expect(0);
+            assertEquals(2, testbed.log("site-b").split(java.util.regex.Pattern.quote(writing), -1).length - 1,
+                "written again for the source that came back:\n" + testbed.logTail("site-b", 20));
+            awaitReplicated(testbed, name, 60);
+        }
+        finally
+        {
+            if (frozen)
+            {
+                testbed.signal("site-a", "CONT");
+            }
             if (create.join().exitCode() == 0)
             {
                 GroupChecks.delete(testbed, name);

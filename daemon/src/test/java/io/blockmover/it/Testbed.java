@@ -178,6 +178,22 @@ final class Testbed implements AutoCloseable
         Run.of(60, List.of(script("testbed"), "kill", site, "--dir", dir.toString())).expect(0);
     }
 
+    /**
+     * Sends a signal to the site's daemon: STOP freezes it as a host that stopped answering would be, CONT thaws it.
+     */
+    void signal(final String site, final String signal)
+    {
+        try
+        {
+            final String pid = Files.readString(dir.resolve(site).resolve("pid")).trim();
+            Run.of(10, List.of("kill", "-" + signal, pid)).expect(0);
+        }
+        catch (final IOException ex)
+        {
+            throw new java.io.UncheckedIOException(ex);
+        }
+    }
+
     void stop(final String site)
     {
         Run.of(60, List.of(script("testbed"), "stop", site, "--dir", dir.toString())).expect(0);
