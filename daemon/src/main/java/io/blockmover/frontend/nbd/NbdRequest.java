@@ -5,9 +5,9 @@ import java.nio.ByteBuffer;
 /**
  * One request slot of a connection, built when transmission starts and reused for every request: the connection's
  * reader fills it (and, for WRITE, its buffer with the payload), a worker executes it and sends the reply from it,
- * then hands it back to the reader. Whoever holds the slot owns every field; the hand-over through a
- * {@link RequestRing} orders the accesses. A write the export deferred is held by the export until it calls
- * {@link #complete(int)}, which hands the slot to the connection's replier through a queue that orders them too.
+ * then queues its reply; whoever writes the reply hands the slot back to the reader. Whoever holds the slot owns
+ * every field; the hand-overs through a {@link RequestRing} and the connection's reply queue order the accesses. A
+ * write the export deferred is held by the export until it calls {@link #complete(int)}, which queues its reply.
  */
 final class NbdRequest implements WriteCompletion
 {
@@ -17,8 +17,6 @@ final class NbdRequest implements WriteCompletion
     final ByteBuffer buffer;
     /** The 16-byte simple reply. */
     final ByteBuffer replyHeader;
-    /** Reply header and READ data, for one gathering write. */
-    final ByteBuffer[] replyWithData;
 
     int type;
     int flags;
@@ -27,13 +25,16 @@ final class NbdRequest implements WriteCompletion
     long length;
     /** NBD error code to reply with; 0 while the request is valid and has not failed. */
     int error;
+    /** The reply carries READ data: {@link #buffer} from 0 to the length. Set when the reply is queued. */
+    boolean withData;
+    /** The export deferred this WRITE: its reply ends a deferral (see NbdConnection). */
+    boolean deferred;
 
     NbdRequest(final NbdConnection owner, final ByteBuffer buffer)
     {
         this.owner = owner;
         this.buffer = buffer;
         this.replyHeader = ByteBuffer.allocateDirect(NbdProtocol.SIMPLE_REPLY_LENGTH);
-        this.replyWithData = new ByteBuffer[] {replyHeader, buffer};
     }
 
     @Override
