@@ -517,6 +517,87 @@ class NbdServerTest
         assertEquals(0, server.errors());
     }
 
+    /**
+     * Replies are written by whichever thread holds the reply lock, for every thread that queued one meanwhile:
+     * a reply queued as the holder lets go must still be written (the holder looks again after it lets go). Four
+     * connections keep eight requests each in flight, WRITEs then READs of their own blocks, so replies race for
+     * the socket all the time; a lost reply hangs a client (the class time-out fails it), a doubled one breaks the
+     * cookie count, a mixed-up one the data.
+     */
+    @Test
+    void shouldAnswerEveryRequestOnceWhileRepliesRaceForTheSocket() throws Exception
+    {
+        start();
+        final int clients = 4;
+        final int block = 4096;
+        final int blocks = SIZE / clients / block;
+        final int rounds = 3;
+        final int window = 8;
+        final java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(clients);
+        try
+        {
+            final List<java.util.concurrent.Future<Void>> done = new java.util.ArrayList<>();
+            for (int c = 0; c < clients; c++)
+            {
+                final int client = c;
+                done.add(pool.submit(() ->
+                {
+                    final long base = (long)client * blocks * block;
+                    try (RawNbdClient nbd = new RawNbdClient(socket).connect("disk"))
+                    {
+                        for (int round = 0; round < rounds; round++)
+                        {
+                            final byte[] data = random(blocks * block, 100L * client + round);
+                            final int[] replies = new int[blocks];
+                            int sent = 0;
+                            for (int received = 0; received < blocks; received++)
+                            {
+                                while (sent < blocks && sent - received < window)
+                                {
+                                    nbd.sendRequest(CMD_WRITE, 0, sent, base + (long)sent * block, block,
+                                        Arrays.copyOfRange(data, sent * block, (sent + 1) * block));
+                                    sent++;
+                                }
+                                final RawNbdClient.Reply reply = nbd.readReply(0);
+                                assertEquals(0, reply.error());
+                                replies[(int)reply.cookie()]++;
+                            }
+                            sent = 0;
+                            for (int received = 0; received < blocks; received++)
+                            {
+                                while (sent < blocks && sent - received < window)
+                                {
+                                    nbd.sendRequest(CMD_READ, 0, sent, base + (long)sent * block, block, null);
+                                    sent++;
+                                }
+                                final RawNbdClient.Reply reply = nbd.readReply(block);
+                                assertEquals(0, reply.error());
+                                final int index = (int)reply.cookie();
+                                replies[index]++;
+                                assertArrayEquals(Arrays.copyOfRange(data, index * block, (index + 1) * block),
+                                    reply.data(), "block " + index + " of client " + client);
+                            }
+                            for (int i = 0; i < blocks; i++)
+                            {
+                                assertEquals(2, replies[i], "one reply per request, block " + i);
+                            }
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (final java.util.concurrent.Future<Void> future : done)
+            {
+                future.get();
+            }
+        }
+        finally
+        {
+            pool.shutdownNow();
+        }
+        assertEquals(0, server.errors());
+    }
+
     @Test
     void shouldFlushTrimWriteZeroesAndHonourFua() throws IOException
     {
