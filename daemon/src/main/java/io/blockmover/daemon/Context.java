@@ -252,8 +252,9 @@ public final class Context
             problems.add(NBD_WORKERS + " " + nbdWorkers + " is not in 1..64");
         }
         groupLogSize = size(GROUP_LOG_SIZE, problems);
+        final int problemsBefore = problems.size();
         unclaimedLogKeepNs = duration(GROUP_LOG_UNCLAIMED_KEEP, problems);
-        if (unclaimedLogKeepNs > 1 && unclaimedLogKeepNs < 1_000_000_000L) // 1: not a duration, said already
+        if (problems.size() == problemsBefore && unclaimedLogKeepNs < 1_000_000_000L)
         {
             problems.add(GROUP_LOG_UNCLAIMED_KEEP + " " + effective.get(GROUP_LOG_UNCLAIMED_KEEP) + " is below 1s: a " +
                 "log could be deleted between two of the source's asks, and written again for ever");
