@@ -85,6 +85,17 @@ public interface FrameConnection extends AutoCloseable
     }
 
     /**
+     * @return whether the send side ({@link #startSend}, {@link #flush()}, {@link #cork()}, {@link #uncork()},
+     * {@link #isSendPending()}) may be driven by any thread, one at a time under the caller's lock, while the owner
+     * thread receives and waits in {@link #awaitIo(long)}. False by default: a transport whose sends complete
+     * through the same queue its receives are polled from (RDMA) keeps both on its owner thread.
+     */
+    default boolean sendsFromAnyThread()
+    {
+        return false;
+    }
+
+    /**
      * @return whether a frame waits to be handed to the transport (partly sent over TCP; no free send buffer over
      *         RDMA).
      */

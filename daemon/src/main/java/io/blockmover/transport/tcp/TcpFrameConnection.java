@@ -44,7 +44,7 @@ public final class TcpFrameConnection implements FrameConnection
     // Held frames, then the current frame's header and payload: one gathering write.
     private final ByteBuffer[] sendVector = new ByteBuffer[3];
     private int sendVectorLength;
-    private boolean sendPending;
+    private volatile boolean sendPending;
     // Frames in the pending write.
     private int sendVectorFrames;
     /**
@@ -112,6 +112,18 @@ public final class TcpFrameConnection implements FrameConnection
     public String remoteAddress()
     {
         return remoteAddress;
+    }
+
+    /**
+     * {@inheritDoc}
+     * <p>
+     * The send side touches only its own state and the channel's write half, which the JDK locks apart from its
+     * read half; awaitIo reads whether a send is pending, and a sender that leaves one wakes the owner.
+     */
+    @Override
+    public boolean sendsFromAnyThread()
+    {
+        return true;
     }
 
     @Override

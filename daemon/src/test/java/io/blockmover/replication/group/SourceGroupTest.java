@@ -371,6 +371,89 @@ class SourceGroupTest
     }
 
     /**
+     * At queue depth 1 a sync write's record leaves on the writer's own thread, before its volume write: waking the
+     * sleeping shipper to send it put the ACK's round trip behind the volume write on a shared core. While records
+     * are in flight the shipper sends, so that it batches them.
+     */
+    @Test
+    void shouldSendASyncWritesRecordOnTheWritersThreadOnlyWhileNothingIsInFlight() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final List<String> sent = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean sendsFromAnyThread()
+            {
+                return true;
+            }
+
+            @Override
+            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
+            {
+                if (header.type() == FrameType.RECORD)
+                {
+                    sent.add(header.sequence() + "@" + Thread.currentThread().getName());
+                }
+                return true;
+            }
+        };
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        group.updateCurrent(1L << 30);
+        shipper.sleeping(true);
+
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final Thread first = writer("writer-1", 0, failure);
+        awaitSent(sent, 1);
+        assertEquals("[1@writer-1]", sent.toString(), "sent by the writer, the shipper asleep");
+        assertTrue(first.isAlive(), "and waiting for its ACK");
+
+        final Thread second = writer("writer-2", 4096, failure);
+        second.join(200);
+        assertEquals("[1@writer-1]", sent.toString(), "record 1 is in flight: the shipper sends record 2");
+        assertTrue(shipper.hasWork());
+        shipper.sleeping(false);
+        shipper.doWork();
+        assertEquals("[1@writer-1, 2@" + Thread.currentThread().getName() + "]", sent.toString());
+
+        group.partnerProgress(2, 0);
+        first.join(TimeUnit.SECONDS.toMillis(5));
+        second.join(TimeUnit.SECONDS.toMillis(5));
+        assertFalse(first.isAlive() || second.isAlive(), "both acknowledged");
+        assertEquals(null, failure.get());
+        shipper.onClose();
+    }
+
+    private Thread writer(final String name, final long offset, final AtomicReference<Throwable> failure)
+    {
+        final ByteBuffer data = pattern((int)(offset / 4096) + 1, 4096);
+        final Thread thread = new Thread(() ->
+        {
+            try
+            {
+                group.export(0).write(offset, data, 4096, false);
+            }
+            catch (final Throwable t)
+            {
+                failure.set(t);
+            }
+        }, name);
+        thread.start();
+        return thread;
+    }
+
+    private static void awaitSent(final List<String> sent, final int count) throws InterruptedException
+    {
+        final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (sent.size() < count && System.nanoTime() < deadline)
+        {
+            Thread.sleep(5);
+        }
+    }
+
+    /**
      * A session that ends after the partner took a log's worth of resync records, but before its DURABLE came,
      * leaves the log full. The next session's OPENED says the partner holds them all (forced there first): the new
      * shipper must release them, since nothing else will; the resync waits for room and sends nothing that could
