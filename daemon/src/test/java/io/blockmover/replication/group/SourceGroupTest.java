@@ -426,6 +426,47 @@ class SourceGroupTest
         shipper.onClose();
     }
 
+    /**
+     * A writer that finds the connection broken while sending its own record must not hide it: the shipper ends
+     * the session with that reason at its next duty cycle, and the write goes on without the partner.
+     */
+    @Test
+    void shouldEndTheSessionWithTheReasonAWritersOwnSendFailed() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean sendsFromAnyThread()
+            {
+                return true;
+            }
+
+            @Override
+            public boolean flush()
+            {
+                // Unchecked here (NullFrameConnection's flush declares nothing); the shipper takes either kind.
+                throw new java.io.UncheckedIOException(new IOException("Broken pipe"));
+            }
+        };
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        group.updateCurrent(1L << 30);
+        shipper.sleeping(true);
+
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final Thread writer = writer("writer-1", 0, failure);
+        writer.join(200);
+        assertTrue(writer.isAlive(), "waits for the partner");
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
+        assertTrue(shipper.status().message().contains("Broken pipe"), shipper.status().message());
+        shipper.onClose();
+        writer.join(TimeUnit.SECONDS.toMillis(5));
+        assertFalse(writer.isAlive(), "the partner is gone: the write goes on, tracked by the log");
+        assertNull(failure.get());
+    }
+
     private Thread writer(final String name, final long offset, final AtomicReference<Throwable> failure)
     {
         final ByteBuffer data = pattern((int)(offset / 4096) + 1, 4096);
