@@ -398,12 +398,7 @@ class SourceGroupTest
                 return true;
             }
         };
-        final Shipper shipper =
-            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
-        group.updateCurrent(1L << 30);
-        shipper.sleeping(true);
-
+        final Shipper shipper = sleepingShipperOfCurrentPartner(connection);
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         final Thread first = writer("writer-1", 0, failure);
         awaitSent(sent, 1);
@@ -449,12 +444,7 @@ class SourceGroupTest
                 throw new java.io.UncheckedIOException(new IOException("Broken pipe"));
             }
         };
-        final Shipper shipper =
-            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
-        group.updateCurrent(1L << 30);
-        shipper.sleeping(true);
-
+        final Shipper shipper = sleepingShipperOfCurrentPartner(connection);
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         final Thread writer = writer("writer-1", 0, failure);
         writer.join(200);
@@ -465,6 +455,19 @@ class SourceGroupTest
         writer.join(TimeUnit.SECONDS.toMillis(5));
         assertFalse(writer.isAlive(), "the partner is gone: the write goes on, tracked by the log");
         assertNull(failure.get());
+    }
+
+    /**
+     * @return a started shipper over the connection, asleep as between frames, its partner current.
+     */
+    private Shipper sleepingShipperOfCurrentPartner(final NullFrameConnection connection)
+    {
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        group.updateCurrent(1L << 30);
+        shipper.sleeping(true);
+        return shipper;
     }
 
     private Thread writer(final String name, final long offset, final AtomicReference<Throwable> failure)
