@@ -59,7 +59,6 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private final ReentrantLock sendLock = new ReentrantLock();
     private volatile long sentLsn;
     private volatile long flushSentLsn;
-    private boolean inlineSends;
     private volatile IOException inlineSendFailure;
     private long acked;
     private long durable;
@@ -173,13 +172,14 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         // Sync writes wait for their record's ACK, so the wake-up of this agent to send it was on their path: on
         // a core shared with the client, the record left only when the writer blocked in its own volume write.
         // An async group's writes leave sending to this agent, which the rate limit paces.
-        inlineSends = connection.sendsFromAnyThread() && rateLimit == null && group.config().mode == GroupMode.SYNC;
-        group.linked(inlineSends ? this::ship : this::wakeIfSleeping);
+        final boolean writersSend =
+            connection.sendsFromAnyThread() && rateLimit == null && group.config().mode == GroupMode.SYNC;
+        group.linked(writersSend ? this::ship : this::wakeIfSleeping);
     }
 
     /**
-     * Sends what writers published, on the writer's thread, when nobody else is sending and the partner is nearly
-     * caught up; otherwise wakes this agent to do it. Whoever holds the send side looks again once it lets go, so
+     * Sends what writers published, on the writer's thread, when this agent sleeps and every record sent is
+     * acknowledged; otherwise wakes this agent to do it. Whoever holds the send side looks again once it lets go, so
      * a record published while another thread sends is never left behind (the agent's idle strategy checks
      * {@link #hasWork()} too). Any thread.
      */
@@ -217,16 +217,20 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 sendLock.unlock();
             }
         }
-        while (!pending && hasUnsent());
+        while (!pending && hasUnsent(true));
         if (pending)
         {
             wakeIfSleeping(); // The socket is full: the agent waits for room.
         }
     }
 
-    private boolean hasUnsent()
+    /**
+     * @param records whether records count (not while the rate limit holds them back).
+     * @return whether anything is waiting to be sent: records, a FLUSH request, settings.
+     */
+    private boolean hasUnsent(final boolean records)
     {
-        return group.publishedLsn() > sentLsn || group.flushWantedLsn() > flushSentLsn ||
+        return (records && group.publishedLsn() > sentLsn) || group.flushWantedLsn() > flushSentLsn ||
             pendingSettings.get() != null;
     }
 
@@ -543,8 +547,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         // A frame the socket has not taken yet blocks everything behind it: the wait for the socket to become
         // writable is the work then. Saying yes here spun the shipper on failing writev and read calls while a
         // large write's records filled the socket (3 ms of CPU per MiB shipped).
-        return !connection.isSendPending() && (throttled ? group.flushWantedLsn() > flushSentLsn ||
-            pendingSettings.get() != null : hasUnsent());
+        return !connection.isSendPending() && hasUnsent(!throttled);
     }
 
     /**
