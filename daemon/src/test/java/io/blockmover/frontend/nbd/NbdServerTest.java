@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -35,13 +34,13 @@ import static io.blockmover.frontend.nbd.NbdProtocol.CMD_WRITE_ZEROES;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EINVAL;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_ENOSPC;
 import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
+import static io.blockmover.Await.awaitTrue;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 /**
  * The server over a real O_DIRECT file, driven byte by byte through {@link RawNbdClient} on a real Unix socket.
@@ -68,19 +67,6 @@ class NbdServerTest
         final byte[] bytes = new byte[length];
         new Random(seed).nextBytes(bytes);
         return bytes;
-    }
-
-    static void awaitTrue(final String what, final BooleanSupplier condition) throws InterruptedException
-    {
-        final long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!condition.getAsBoolean())
-        {
-            if (System.nanoTime() - deadlineNs > 0)
-            {
-                fail("timed out waiting until " + what);
-            }
-            Thread.sleep(10);
-        }
     }
 
     private void start(final long ioTimeoutNs) throws IOException

@@ -24,6 +24,7 @@ import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.NullFrameConnection;
 
+import static io.blockmover.Await.awaitTrue;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -401,7 +402,7 @@ class SourceGroupTest
         final Shipper shipper = sleepingShipperOfCurrentPartner(connection);
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         final Thread first = writer("writer-1", 0, failure);
-        awaitSent(sent, 1);
+        awaitTrue("the writer sent a record", () -> !sent.isEmpty());
         assertEquals("[1@writer-1]", sent.toString(), "sent by the writer, the shipper asleep");
         assertTrue(first.isAlive(), "and waiting for its ACK");
 
@@ -486,15 +487,6 @@ class SourceGroupTest
         }, name);
         thread.start();
         return thread;
-    }
-
-    private static void awaitSent(final List<String> sent, final int count) throws InterruptedException
-    {
-        final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-        while (sent.size() < count && System.nanoTime() < deadline)
-        {
-            Thread.sleep(5);
-        }
     }
 
     /**
