@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import static io.blockmover.Await.awaitTrue;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -118,11 +119,6 @@ class LsnWaitersTest
 
     private static void awaitParked(final Thread thread) throws InterruptedException
     {
-        final long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (thread.getState() != Thread.State.TIMED_WAITING)
-        {
-            assertTrue(System.nanoTime() - deadlineNs < 0, thread.getName() + " never parked");
-            Thread.sleep(1);
-        }
+        awaitTrue(thread.getName() + " parked", () -> thread.getState() == Thread.State.TIMED_WAITING);
     }
 }
