@@ -55,6 +55,7 @@ final class SourceGroupHandle
     private long linkedAtNs;
     private long ackedAtLink;
     private String resyncFailureLogged;
+    private long recordsMendedLogged;
     private String transport;
     private String transportReason;
     private int attempts;
@@ -771,6 +772,15 @@ final class SourceGroupHandle
             {
                 conductor.log("group " + config.name + ": " + config.peer + " applies to its volumes again");
             }
+        }
+        final long mended = group.recordsMended();
+        if (mended != recordsMendedLogged)
+        {
+            conductor.error("group " + config.name + ": " + (mended - recordsMendedLogged) + " record(s) of this " +
+                "host's log " + group.log().path() + " were found damaged (CRC32C mismatch) when " + config.peer +
+                " asked for them again; each was mended from its volume and its regions are being resent (" + mended +
+                " since start: the disk or memory under the log changes what was written; check them)");
+            recordsMendedLogged = mended;
         }
         final double rpoSeconds = GroupStatus.rpoSeconds(group);
         if (rpoTarget.update(rpoSeconds, config.rpoTargetMs))

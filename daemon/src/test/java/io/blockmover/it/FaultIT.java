@@ -112,6 +112,75 @@ class FaultIT
         }
     }
 
+    /**
+     * A record damaged in the source's own log (its disk or memory), not on the link: sending it again cannot
+     * help, and before the fix every session NACKed it eight times, ended and began again, for ever. The source
+     * now checks its own copy when asked again, mends it from the volume and resyncs its region: the group
+     * replicates again, the volumes end equal, and the damage is counted and logged as this host's.
+     */
+    @Test
+    void shouldMendARecordDamagedInTheSourcesOwnLogAndReplicateOn() throws Exception
+    {
+        try (Testbed testbed = Testbed.up("groupmend", "--loopback", "--set", "reconnect.max.interval=1s"))
+        {
+            final long size = 8L * MIB;
+            final Path source = Volumes.zeros(testbed.dir.resolve("gmend-src.img"), size);
+            final Path destination = Volumes.zeros(testbed.dir.resolve("gmend-dst.img"), size);
+            final Map<String, Object> created = GroupChecks.create(testbed, "gmend",
+                "--volume", source + "=" + destination, "--mode", "sync", "--log-size", "16m");
+            GroupChecks.awaitReplicated(testbed, "gmend", 60);
+            // Suspended, the source keeps its writes in its log and sends nothing, so the test can damage one.
+            testbed.call("site-a", "group-suspend", Map.of("name", "gmend"));
+            final byte[] block = new byte[64 * 1024];
+            final byte[] marker = "blockmover FaultIT mend marker".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+            for (int i = 0; i < block.length; i++)
+            {
+                block[i] = marker[i % marker.length];
+            }
+            try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
+            {
+                assertEquals(0, client.write(MIB, block));
+                assertEquals(0, client.write(2 * MIB, new byte[4096]));
+                assertEquals(0, client.flush());
+            }
+            final Path log;
+            try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir))
+            {
+                log = files.filter(f -> f.endsWith(Path.of("gmend", "log")) && f.toString().contains("site-a"))
+                    .findFirst().orElseThrow();
+            }
+            final long at = indexOf(log, marker) + 1000;
+            try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(log,
+                java.nio.file.StandardOpenOption.WRITE))
+            {
+                // Through the page cache the daemon maps: what a bad disk or memory under the log would leave.
+                channel.write(java.nio.ByteBuffer.wrap(new byte[] {(byte)~block[1000 % block.length]}), at);
+            }
+
+            testbed.call("site-a", "group-resume", Map.of("name", "gmend"));
+            final Map<String, Object> status = GroupChecks.awaitReplicated(testbed, "gmend", 60);
+
+            GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
+            assertEquals(1, GroupChecks.number(status, "records_mended"), status.toString());
+            Testbed.await("the damage logged as this host's", 10,
+                () -> testbed.log("site-a").contains("found damaged (CRC32C mismatch)"));
+            GroupChecks.delete(testbed, "gmend");
+        }
+    }
+
+    private static long indexOf(final Path file, final byte[] marker) throws java.io.IOException
+    {
+        final byte[] all = Files.readAllBytes(file);
+        for (int i = 0; i + marker.length <= all.length; i++)
+        {
+            if (java.util.Arrays.equals(all, i, i + marker.length, marker, 0, marker.length))
+            {
+                return i;
+            }
+        }
+        throw new AssertionError("the record is not in " + file);
+    }
+
     @Test
     void shouldRefuseAPeerWithTheWrongKeyAndWriteNothing() throws Exception
     {

@@ -58,6 +58,7 @@ public final class GroupStatus
         status.put("writes_failed_locally", group.failedWrites.get());
         status.put("regions_resent", group.regionsResent.get());
         status.put("records_resent", group.recordsResent.get());
+        status.put("records_mended", group.recordsMended.get());
         final Map<String, Object> latency = new LinkedHashMap<>();
         latency.put("local_write", latency(group.localWriteNs));
         latency.put("partner_ack", latency(group.partnerAckNs));

@@ -42,6 +42,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private final RecordLog log;
     private final RecordLog.Cursor sendCursor;
     private final RecordLog.Cursor releaseCursor;
+    // Finds a record the partner asked for again, to check our own copy of it.
+    private final RecordLog.Cursor checkCursor;
     private final FrameHeader sendHeader = new FrameHeader();
     private final long ackTimeoutNs;
     private long ackProgressNs;
@@ -98,6 +100,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         this.log = group.log();
         this.sendCursor = log.newCursor();
         this.releaseCursor = log.newCursor();
+        this.checkCursor = log.newCursor();
         this.sentLsn = partnerLsn;
         this.restartPending = restart;
         this.flushSentLsn = partnerLsn;
@@ -352,7 +355,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
 
     /**
      * The partner got the record with this LSN damaged and drops everything after it until it comes again: send
-     * the log again from there.
+     * the log again from there, after mending the record if our own copy is the damaged one.
      */
     private void rewind(final long lsn) throws IOException
     {
@@ -360,6 +363,12 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         {
             throw new IOException("the partner asked for LSN " + lsn + " again, outside the unacknowledged records " +
                 (acked + 1) + " to " + sentLsn);
+        }
+        if (ownCopyDamaged(lsn))
+        {
+            // When it cannot be mended yet (its local write is still running), it goes as it is and the partner
+            // asks again.
+            group.mendDamagedRecord(checkCursor);
         }
         sendLock.lock();
         try
@@ -372,6 +381,23 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             sendLock.unlock();
         }
         group.recordsResent.incrementAndGet();
+    }
+
+    /**
+     * @return whether our log's copy of the record with this LSN no longer matches its CRC; checkCursor is then on
+     *     it. Scans from the head: a NACK is rare, and the records before it are at most what was in flight.
+     */
+    private boolean ownCopyDamaged(final long lsn)
+    {
+        checkCursor.position(log.headPosition());
+        while (checkCursor.next())
+        {
+            if (checkCursor.lsn() == lsn)
+            {
+                return !checkCursor.verifyPayload();
+            }
+        }
+        return false;
     }
 
     /**

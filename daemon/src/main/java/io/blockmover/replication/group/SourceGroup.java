@@ -19,6 +19,7 @@ import io.blockmover.io.Volume;
 import io.blockmover.replication.ConcurrentBitSet;
 import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.verify.VerifyRecord;
 
 /**
  * The source side of a group while its daemon runs: its volumes, their dirty bitmaps, the group's record log and
@@ -105,6 +106,8 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong regionsResent = new AtomicLong();
     /** Records the partner got damaged and asked for again (NACK). */
     final AtomicLong recordsResent = new AtomicLong();
+    /** Records found damaged in this host's own log when the partner asked for them again, and mended. */
+    final AtomicLong recordsMended = new AtomicLong();
     final ConcurrentHistogram localWriteNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     final ConcurrentHistogram partnerAckNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     final ConcurrentHistogram remoteFlushNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
@@ -213,7 +216,7 @@ public final class SourceGroup implements AutoCloseable
         {
             // A VERIFY record (digests, no data) is never written to a volume; one left by this group's time
             // as a destination has no WRITTEN flag.
-            if ((cursor.flags() & (RECORD_WRITTEN | io.blockmover.replication.verify.VerifyRecord.RECORD_VERIFY)) == 0)
+            if ((cursor.flags() & (RECORD_WRITTEN | VerifyRecord.RECORD_VERIFY)) == 0)
             {
                 buffer.clear();
                 buffer.put(cursor.payload()).flip();
@@ -388,6 +391,12 @@ public final class SourceGroup implements AutoCloseable
 
     private void resyncAfterFailedWrite(final int vol, final int firstRegion, final int lastRegion)
     {
+        markForResync(vol, firstRegion, lastRegion);
+        failedWrites.incrementAndGet();
+    }
+
+    private void markForResync(final int vol, final int firstRegion, final int lastRegion)
+    {
         synchronized (appendLock)
         {
             final ConcurrentBitSet bits = bitmaps[vol].bits();
@@ -397,7 +406,42 @@ public final class SourceGroup implements AutoCloseable
             }
             bitmapsTouched = true;
         }
-        failedWrites.incrementAndGet();
+    }
+
+    /**
+     * The partner got this record damaged, and so is this log's copy: its payload no longer matches the CRC taken
+     * when it was appended (the disk or memory under the log changed it), so sending it again cannot help, and
+     * before this every session asked for it {@link GroupReceiver#MAX_NACKS_PER_RECORD} times, ended and began
+     * again, forever. A client write reached the volume from the client's buffer, not from the log, so the volume
+     * holds its bytes or newer ones: the record is mended with the volume's bytes and sent again, and its regions
+     * are marked for resync. Records then carry UNCLEAN until the resync has sent those regions, so the partner
+     * knows it is not a consistent prefix meanwhile (the volume's bytes may be newer than the record's LSN).
+     * Shipper thread; allocates (a rare path).
+     *
+     * @param record a cursor on the damaged record.
+     * @return false when the record cannot be mended yet: its local volume write has not finished (its flags may
+     *     still change, and the volume may not hold it yet), or it carries digests rather than a volume's bytes.
+     * @throws IOException when the volume cannot be read.
+     */
+    boolean mendDamagedRecord(final RecordLog.Cursor record) throws IOException
+    {
+        final int flags = record.flags();
+        if ((flags & RECORD_WRITTEN) == 0 || (flags & VerifyRecord.RECORD_VERIFY) != 0)
+        {
+            return false;
+        }
+        final int vol = record.volume();
+        final long offset = record.offset();
+        final int length = record.length();
+        // Marked first: the mended record is then sent as UNCLEAN, and the resync covers the regions even when the
+        // volume's bytes were read while a newer write to them was landing.
+        markForResync(vol, (int)(offset / config.regionLength), (int)((offset + length - 1) / config.regionLength));
+        final ByteBuffer bytes = BufferUtil.allocateDirectAligned(
+            (length + Slab.ALIGNMENT - 1) & -Slab.ALIGNMENT, Slab.ALIGNMENT);
+        volumes[vol].read(offset, bytes, length);
+        log.rewritePayload(record.position(), bytes);
+        recordsMended.incrementAndGet();
+        return true;
     }
 
     private void flush(final int vol) throws IOException
@@ -1025,6 +1069,14 @@ public final class SourceGroup implements AutoCloseable
             durableLsn = lastLsn;
         }
         wakeAllWaiters();
+    }
+
+    /**
+     * @return records found damaged in this host's log and mended from the volume since the daemon started.
+     */
+    public long recordsMended()
+    {
+        return recordsMended.get();
     }
 
     public long dirtyRegions()

@@ -556,6 +556,56 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
+     * Replaces a committed record's payload with other bytes of the same length, and its payload and header CRCs
+     * with theirs, durably before it returns: a record whose payload no longer matches its CRC (the disk or memory
+     * under the log changed it) is mended with what its volume holds, so that it can be sent again. One pwrite of
+     * header and payload, like an append, so a crash leaves either the old record or the new one. Any thread, on a
+     * record between head and tail that nobody else writes meanwhile: its flags must not change (see
+     * {@link #markFlag}). Allocates: a rare path.
+     *
+     * @param recordPosition of a committed DATA record between head and tail.
+     * @param src            the new payload, its position to its limit: exactly the record's length.
+     */
+    public void rewritePayload(final long recordPosition, final ByteBuffer src)
+    {
+        final long head = headPosition.get();
+        if (recordPosition < head || recordPosition >= tailPosition.get())
+        {
+            throw new IllegalArgumentException("position " + recordPosition + " is outside the records of " + path);
+        }
+        final UnsafeBuffer mapped = segmentBuffers[segmentIndex(recordPosition)];
+        final int at = offsetInSegment(recordPosition);
+        final int length = mapped.getInt(at + RECORD_LENGTH_OFFSET);
+        if (mapped.getInt(at + RECORD_MAGIC_OFFSET) != RECORD_MAGIC ||
+            mapped.getInt(at + RECORD_TYPE_OFFSET) != TYPE_DATA || src.remaining() != length)
+        {
+            throw new IllegalArgumentException("no DATA record of " + src.remaining() + " bytes at position " +
+                recordPosition + " of " + path);
+        }
+        final ByteBuffer record = ByteBuffer.allocateDirect(RECORD_HEADER_LENGTH + length);
+        final UnsafeBuffer view = new UnsafeBuffer(record);
+        view.putBytes(0, mapped, at, RECORD_HEADER_LENGTH);
+        view.putBytes(RECORD_HEADER_LENGTH, src, src.position(), length);
+        final CRC32C crc = new CRC32C();
+        crc.update(record.duplicate().position(RECORD_HEADER_LENGTH));
+        view.putInt(RECORD_PAYLOAD_CRC_OFFSET, (int)crc.getValue());
+        crc.reset();
+        crc.update(record.duplicate().limit(RECORD_HEADER_CRC_COVERED_LENGTH));
+        view.putInt(RECORD_HEADER_CRC_OFFSET, (int)crc.getValue());
+        writeFully(record, record.capacity(), fileOffset(recordPosition));
+        try
+        {
+            // Forced here: otherwise the damaged bytes on disk would come back after a crash of this host, and
+            // recovery would take the record for the log's torn tail and drop every record after it.
+            channel.force(false);
+        }
+        catch (final IOException ex)
+        {
+            throw new UncheckedIOException("cannot force record log " + path + ": " + ex, ex);
+        }
+    }
+
+    /**
      * @return whether the released head is on disk (as of the last force). Call from the thread that forces, or
      * under the lock that serializes forces.
      */

@@ -318,6 +318,99 @@ class SourceGroupTest
         shipper.onClose();
     }
 
+    /**
+     * A record damaged in the source's own log (not on the link) used to fail every NACK of a session, and then
+     * every session, forever. Its own copy is now checked when the partner asks for it again, mended from the
+     * volume, and its region resynced.
+     */
+    @Test
+    void shouldMendARecordDamagedInItsOwnLogFromTheVolumeAndResyncItsRegion() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final List<long[]> sent = new java.util.ArrayList<>();
+        final List<byte[]> payloads = new java.util.ArrayList<>();
+        final FrameHeader nack = new FrameHeader();
+        final boolean[] nackWaiting = {false};
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
+            {
+                if (header.type() == FrameType.RECORD)
+                {
+                    final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+                    crc.update(payload.duplicate());
+                    sent.add(new long[] {header.sequence(), header.aux() & GroupReceiver.RECORD_UNCLEAN,
+                        (int)crc.getValue() == header.payloadCrc() ? 1 : 0});
+                    final byte[] bytes = new byte[payload.remaining()];
+                    payload.duplicate().get(bytes);
+                    payloads.add(bytes);
+                }
+                return true;
+            }
+
+            @Override
+            public boolean receiveHeader(final FrameHeader header)
+            {
+                if (!nackWaiting[0])
+                {
+                    return false;
+                }
+                nackWaiting[0] = false;
+                header.byteBuffer().clear();
+                header.byteBuffer().put(nack.byteBuffer().duplicate().clear()
+                    .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+                return true;
+            }
+
+            @Override
+            public boolean receivePayload(final ByteBuffer dst)
+            {
+                return !dst.hasRemaining();
+            }
+        };
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        for (int i = 0; i < 3; i++)
+        {
+            group.export(0).write((long)REGION * i, pattern(i + 1, 4096), 4096, false); // A region each.
+        }
+        shipper.doWork();
+        assertEquals(3, sent.size());
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        assertTrue(cursor.next());
+        assertTrue(cursor.next());
+        final ByteBuffer inLog = cursor.payload();
+        inLog.put(inLog.position() + 100, (byte)(inLog.get(inLog.position() + 100) ^ 1));
+
+        sent.clear();
+        payloads.clear();
+        nack.reset(FrameType.NACK).sessionId(1).sequence(2).seal();
+        nackWaiting[0] = true;
+        shipper.doWork();
+        assertEquals("[2 unclean crc-ok, 3 unclean crc-ok]", describeSent(sent),
+            "the mended record and the one after it, as not a consistent prefix until the region is resent");
+        assertArrayEquals(bytes(pattern(2, 4096), 4096), payloads.get(0), "mended with the volume's bytes");
+        assertEquals(1, group.recordsMended.get());
+        assertEquals(1, group.recordsResent.get());
+        assertEquals(1, group.dirtyRegions());
+        assertTrue(group.dirty(0).get(1), "the damaged record's region is resynced");
+        shipper.onClose();
+    }
+
+    private static String describeSent(final List<long[]> sent)
+    {
+        final StringBuilder b = new StringBuilder("[");
+        for (final long[] record : sent)
+        {
+            b.append(b.length() > 1 ? ", " : "").append(record[0]).append(record[1] != 0 ? " unclean" : "")
+                .append(record[2] != 0 ? " crc-ok" : " crc-bad");
+        }
+        return b.append(']').toString();
+    }
+
     private static String describe(final List<long[]> sent)
     {
         final StringBuilder b = new StringBuilder("[");

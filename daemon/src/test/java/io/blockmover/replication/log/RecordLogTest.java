@@ -170,6 +170,51 @@ class RecordLogTest
         }
     }
 
+    /**
+     * A payload damaged under the log (its disk or memory) is mended by rewriting it: recovery after a reopen must
+     * then take the mended record and every record after it, not stop at it as at a torn tail.
+     */
+    @Test
+    void shouldRewriteADamagedPayloadSoThatRecoveryKeepsItAndTheRecordsAfterIt()
+    {
+        final Path file = dir.resolve("mend.log");
+        final long mended;
+        try (RecordLog log = openSmall("mend.log"))
+        {
+            append(log, 1, 4096);
+            mended = append(log, 2, 4096);
+            append(log, 3, 100);
+            log.markFlag(mended, 0x10000);
+            log.force();
+
+            final RecordLog.Cursor cursor = log.newCursor();
+            assertTrue(cursor.next());
+            assertTrue(cursor.next());
+            final ByteBuffer damaged = cursor.payload();
+            damaged.put(damaged.position() + 17, (byte)(damaged.get(damaged.position() + 17) ^ 0x40));
+            assertFalse(cursor.verifyPayload(), "damaged through the mapping, as a bad disk or memory would");
+
+            fill(payload, 77, 4096);
+            log.rewritePayload(mended, payload.duplicate().clear().limit(4096));
+            assertTrue(cursor.position(mended).next());
+            assertTrue(cursor.verifyPayload());
+            assertPattern(cursor.payload(), 77, 4096);
+            assertEquals(0x10000, cursor.flags(), "the flags stay");
+            assertThrows(IllegalArgumentException.class,
+                () -> log.rewritePayload(mended, payload.duplicate().clear().limit(4095)), "another length");
+        }
+        try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
+        {
+            assertEquals(3, log.recovery().records(), "the mended record and the one after it are recovered");
+            final RecordLog.Cursor cursor = log.newCursor();
+            assertTrue(cursor.next());
+            assertTrue(cursor.next());
+            assertEquals(2, cursor.lsn());
+            assertTrue(cursor.verifyPayload());
+            assertPattern(cursor.payload(), 77, 4096);
+        }
+    }
+
     @Test
     void shouldWrapManyTimesWithRandomSizesNeverCrossingASegment()
     {
