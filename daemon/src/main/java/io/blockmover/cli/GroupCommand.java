@@ -377,15 +377,11 @@ final class GroupCommand implements Callable<Integer>
     @Command(name = "suspend", mixinStandardHelpOptions = true,
         description = "Stop replicating a group (source side). Writes go on and are tracked (log, then bitmaps); " +
             "'resume' sends what changed.")
-    static final class Suspend extends BlockmoverCli.Common implements Callable<Integer>
+    static final class Suspend extends NamedAction
     {
-        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
-        String name;
-
-        @Override
-        public Integer call()
+        Suspend()
         {
-            return simple("group-suspend", name, "suspended", this);
+            super("group-suspend", "suspended");
         }
     }
 
@@ -394,15 +390,11 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "resume", mixinStandardHelpOptions = true,
         description = "Resume replicating a suspended group: reconnect and send what changed meanwhile.")
-    static final class Resume extends BlockmoverCli.Common implements Callable<Integer>
+    static final class Resume extends NamedAction
     {
-        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
-        String name;
-
-        @Override
-        public Integer call()
+        Resume()
         {
-            return simple("group-resume", name, "resumed", this);
+            super("group-resume", "resumed");
         }
     }
 
@@ -467,15 +459,11 @@ final class GroupCommand implements Callable<Integer>
             "writes until the partner is promoted (a planned switch from this frozen source) or this host is",
             "promoted again, even when the partner is gone. Kept across restarts of blockmoverd; 'thaw' undoes",
             "it, a switch or failover clears it."})
-    static final class Freeze extends BlockmoverCli.Common implements Callable<Integer>
+    static final class Freeze extends NamedAction
     {
-        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
-        String name;
-
-        @Override
-        public Integer call()
+        Freeze()
         {
-            return simple("group-freeze", name, "frozen", this);
+            super("group-freeze", "frozen");
         }
     }
 
@@ -484,15 +472,11 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "thaw", mixinStandardHelpOptions = true,
         description = "Accept writes through a frozen source group's NBD exports again.")
-    static final class Thaw extends BlockmoverCli.Common implements Callable<Integer>
+    static final class Thaw extends NamedAction
     {
-        @Parameters(index = "0", paramLabel = "NAME", description = "the group")
-        String name;
-
-        @Override
-        public Integer call()
+        Thaw()
         {
-            return simple("group-thaw", name, "thawed", this);
+            super("group-thaw", "thawed");
         }
     }
 
@@ -504,30 +488,49 @@ final class GroupCommand implements Callable<Integer>
             "Delete a group on this host: stop replicating, remove its NBD exports, log and bitmaps, release its",
             "volumes. The data on the volumes stays. Run it on both hosts (the destination keeps its side until",
             "deleted there)."})
-    static final class Delete extends BlockmoverCli.Common implements Callable<Integer>
+    static final class Delete extends NamedAction
+    {
+        Delete()
+        {
+            super("group-delete", "deleted");
+        }
+    }
+
+    /**
+     * A subcommand that names a group and asks the daemon for one operation on it, with nothing else to say than
+     * that it is done.
+     */
+    abstract static class NamedAction extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
         String name;
 
+        private final String op;
+        private final String done;
+
+        /**
+         * @param op   the control operation.
+         * @param done what the group is once it returns, for the line printed without --json.
+         */
+        NamedAction(final String op, final String done)
+        {
+            this.op = op;
+            this.done = done;
+        }
+
         @Override
         public Integer call()
         {
-            return simple("group-delete", name, "deleted", this);
+            final Object result = call(op, Map.of("name", name));
+            if (json)
+            {
+                printJson(result);
+            }
+            else
+            {
+                System.out.println("group " + name + " " + done);
+            }
+            return 0;
         }
-    }
-
-    private static int simple(final String op, final String name, final String done,
-        final BlockmoverCli.Common common)
-    {
-        final Object result = common.call(op, Map.of("name", name));
-        if (common.json)
-        {
-            common.printJson(result);
-        }
-        else
-        {
-            System.out.println("group " + name + " " + done);
-        }
-        return 0;
     }
 }
