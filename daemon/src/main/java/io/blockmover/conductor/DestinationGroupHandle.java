@@ -49,6 +49,8 @@ final class DestinationGroupHandle
     private long reportedDamage;
     private long damageReportedMs;
     private long appliedAtApplyFailure;
+    // The LSN from which a damaged record and those after it are being dropped from the log (0: none).
+    private long droppingFromLsn;
     private String lastError;
     private long sessions;
     private long linkedSinceMs;
@@ -179,6 +181,13 @@ final class DestinationGroupHandle
      */
     long forceHeld()
     {
+        if (group.damagedLsn() != 0)
+        {
+            // The held LSN is about to go down (dropDamaged): answering now would skip the records to resend.
+            throw new BlockmoverException(ErrorCode.BUSY, "group " + config.name + " on " +
+                conductor.ctx().nodeName() + " is dropping records damaged in its log from LSN " + group.damagedLsn() +
+                "; ask again shortly");
+        }
         closeLingeringSession();
         group.forceLog();
         return heldLsn();
@@ -232,7 +241,7 @@ final class DestinationGroupHandle
             testMount = null;
             return 1;
         }
-        final int reported = reportApplyFailure() + adoptSettings() + reportDamage();
+        final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged();
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -241,6 +250,44 @@ final class DestinationGroupHandle
         unlinkedSinceMs = System.currentTimeMillis();
         conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
         closeSession();
+        return 1;
+    }
+
+    /**
+     * A record damaged in this host's log stops the applier at it: end the session, so nothing is appended any
+     * more, and have the applier drop it with every record after it; the source then sends them again when it
+     * reconnects (its OPEN is refused until the drop is done).
+     */
+    private int dropDamaged()
+    {
+        if (group == null)
+        {
+            return 0;
+        }
+        final long damaged = group.damagedLsn();
+        if (damaged == 0)
+        {
+            if (droppingFromLsn != 0)
+            {
+                conductor.log("group " + config.name + ": records from LSN " + droppingFromLsn + " on dropped from " +
+                    "its log (" + group.recordsDropped() + " since start); " + config.peer + " sends them again");
+                droppingFromLsn = 0;
+                return 1;
+            }
+            return 0;
+        }
+        if (droppingFromLsn != 0)
+        {
+            return 0;
+        }
+        droppingFromLsn = damaged;
+        if (receiver != null)
+        {
+            lastError = "record LSN " + damaged + " is damaged in this host's log: dropping it and those after it";
+            unlinkedSinceMs = System.currentTimeMillis();
+            closeSession();
+        }
+        group.dropDamagedRecords();
         return 1;
     }
 
@@ -450,6 +497,7 @@ final class DestinationGroupHandle
             s.put("log", log);
             s.put("records_applied", group.recordsApplied());
             s.put("apply_failures", group.applyFailures());
+            s.put("records_dropped", group.recordsDropped());
             s.put("consistent", group.isConsistent());
             // Since the daemon started, over all sessions: each damaged record or frame ends its session, so a
             // per-session count would read 0 again a moment later.

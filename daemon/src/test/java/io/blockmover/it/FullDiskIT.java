@@ -38,6 +38,7 @@ class FullDiskIT
     private static Path smallSource;
     private static Path smallDestination;
     private static Path smallDestination2;
+    private static Path smallDestination3;
     private static Path smallTarget;
     private static Testbed testbed;
 
@@ -51,6 +52,7 @@ class FullDiskIT
         smallSource = mount(mounts.resolve("source"), "4m");
         smallDestination = mount(mounts.resolve("destination"), "6m");
         smallDestination2 = mount(mounts.resolve("destination2"), "6m");
+        smallDestination3 = mount(mounts.resolve("destination3"), "6m");
         smallTarget = mount(mounts.resolve("target"), "6m");
         // reconnect.max.interval stays at its default (10 s): the copy test checks that retries slow down.
         testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms");
@@ -63,7 +65,7 @@ class FullDiskIT
         {
             testbed.close();
         }
-        for (final String name : new String[] {"source", "destination", "destination2", "target"})
+        for (final String name : new String[] {"source", "destination", "destination2", "destination3", "target"})
         {
             Run.of(30, List.of("umount", mounts.resolve(name).toString()));
         }
@@ -157,6 +159,75 @@ class FullDiskIT
         resize(smallDestination2, "64m");
         awaitReplicated(testbed, name, 120);
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
+        GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * A record damaged in the destination's own log (its disk or memory), found when the applier comes to it:
+     * here the applier waits on a full file system while the record sits in the log, and a byte of it is changed
+     * in the file. Before, the applier stopped there for good and the group had to be deleted and created again.
+     * Now the destination drops the record with every record after it, and the source sends them again (every
+     * region here, as it released them when the destination had them durably): the volumes end equal.
+     */
+    @Test
+    void shouldDropARecordDamagedInTheDestinationsLogAndGetItAgain() throws Exception
+    {
+        final String name = "dmglog";
+        final long size = 24L * MIB;
+        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), size);
+        final Path destination = sparse(smallDestination3.resolve(name + "-dst.img"), size);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "64m",
+            "--seeded", "--volume", source + "=" + destination);
+        awaitReplicated(testbed, name, 60);
+
+        // 8 MiB of writes: about 6 fit on the destination's file system; the marker block after them waits in
+        // its log.
+        Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c", "write -P 0x6b 0 8M"))
+            .expect(0);
+        final byte[] marker = "blockmover FullDiskIT damaged-log marker".getBytes(
+            java.nio.charset.StandardCharsets.US_ASCII);
+        final byte[] block = new byte[64 * 1024];
+        for (int i = 0; i < block.length; i++)
+        {
+            block[i] = marker[i % marker.length];
+        }
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
+        {
+            assertEquals(0, client.write(16 * MIB, block));
+            assertEquals(0, client.flush());
+        }
+        Testbed.await("the destination to report the full disk", 60, () ->
+            String.valueOf(testbed.group("site-b", name).get("error")).contains("No space left on device"));
+        final Path log;
+        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir))
+        {
+            log = files.filter(f -> f.endsWith(Path.of(name, "log")) && f.toString().contains("site-b"))
+                .findFirst().orElseThrow();
+        }
+        final byte[] all = Files.readAllBytes(log);
+        long at = -1;
+        for (int i = 0; at < 0 && i + marker.length <= all.length; i++)
+        {
+            if (java.util.Arrays.equals(all, i, i + marker.length, marker, 0, marker.length))
+            {
+                at = i + 1000;
+            }
+        }
+        assertTrue(at >= 0, "the marker record is not in " + log);
+        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(log,
+            java.nio.file.StandardOpenOption.WRITE))
+        {
+            // Through the page cache the daemon maps: what a bad disk or memory under the log would leave.
+            channel.write(java.nio.ByteBuffer.wrap(new byte[] {(byte)~all[(int)at]}), at);
+        }
+
+        resize(smallDestination3, "64m");
+        awaitReplicated(testbed, name, 120);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
+        assertTrue(number(testbed.group("site-b", name), "records_dropped") >= 1, testbed.group("site-b", name)
+            .toString());
+        assertTrue(testbed.log("site-b").contains("damaged in this host's log"), testbed.log("site-b"));
+        assertTrue(testbed.log("site-b").contains("dropped from its log"), testbed.log("site-b"));
         GroupChecks.delete(testbed, name);
     }
 

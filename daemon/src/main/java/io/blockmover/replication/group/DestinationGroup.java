@@ -53,6 +53,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long appliedLsn;
     private volatile long recordsApplied;
     private volatile String failure;
+    // A record damaged in this log (0: none): it and every record after it are dropped once the session is closed.
+    private volatile long damagedLsn;
+    private volatile boolean dropRequested;
+    private boolean dropForceFailed;
+    private volatile long recordsDropped;
     private volatile long applyFailures;
     /** Records that arrived damaged (payload CRC), over all sessions: each one ended its session. */
     final AtomicLong damagedRecords = new AtomicLong();
@@ -158,6 +163,35 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public String failure()
     {
         return failure;
+    }
+
+    /**
+     * @return the LSN of a record found damaged in this host's log, not yet dropped with the records after it
+     *     ({@link #dropDamagedRecords}); 0 when none.
+     */
+    public long damagedLsn()
+    {
+        return damagedLsn;
+    }
+
+    /**
+     * @return records dropped from this host's log since the daemon started, because one was damaged in it.
+     */
+    public long recordsDropped()
+    {
+        return recordsDropped;
+    }
+
+    /**
+     * Drops the damaged record and every record after it from the log, on the applier's thread at its next duty
+     * cycle, after forcing the volumes with every record before it: this side then holds a consistent prefix up to
+     * the record before, and the source sends the rest again (or, when it no longer holds them, every region).
+     * Before, the applier stopped there for good, and the group had to be deleted and created again. Call once no
+     * session appends to the log any more; {@link #damagedLsn} reads 0 when done.
+     */
+    public void dropDamagedRecords()
+    {
+        dropRequested = true;
     }
 
     /**
@@ -326,6 +360,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
             armedLsn = appliedLsn;
             armedHook = requested;
         }
+        if (dropRequested)
+        {
+            return dropForceFailed && retry.untilDueNs(clock.nanoTime()) > 0 ? 0 : dropFromDamaged();
+        }
         if (failure != null)
         {
             if (retry.untilDueNs(clock.nanoTime()) > 0)
@@ -371,10 +409,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         catch (final DamagedRecordException ex)
         {
-            // Reading it again gives the same bytes: no retry, and no message that promises one.
+            // Reading it again gives the same bytes: no retry. The conductor ends the session and has the record
+            // dropped with those after it (dropDamagedRecords), so that the source sends them again.
             applyFailures++;
             retry.never();
             failure = "cannot apply LSN " + cursor.lsn() + ": " + ex.getMessage();
+            damagedLsn = cursor.lsn();
         }
         catch (final IOException | UncheckedIOException ex)
         {
@@ -391,6 +431,41 @@ public final class DestinationGroup implements Agent, AutoCloseable
             retry.succeeded(); // Everything applied since the last failure is forced.
         }
         return work;
+    }
+
+    private int dropFromDamaged()
+    {
+        final long lsn = damagedLsn;
+        try
+        {
+            // Everything before the damaged record is applied (the cursor stopped at it): make it durable and
+            // released, so that the log's new start follows a consistent prefix.
+            if (unforcedBytes > 0 || appliedPosition >= 0)
+            {
+                forceAndRelease();
+            }
+        }
+        catch (final IOException | UncheckedIOException ex)
+        {
+            dropForceFailed = true;
+            final long delaySeconds = retry.failed(clock.nanoTime());
+            failure = "cannot force the volumes before dropping the damaged record LSN " + lsn + ": " +
+                ex.getMessage() + hint(ex) + "; tried again in " + delaySeconds + " s";
+            return 1;
+        }
+        final long dropped = log.tailLsn() - lsn + 1;
+        synchronized (forceLock)
+        {
+            log.reset(lsn);
+        }
+        restartFromHead();
+        recordsDropped += dropped;
+        retry.succeeded();
+        dropForceFailed = false;
+        failure = null;
+        dropRequested = false;
+        damagedLsn = 0;
+        return 1;
     }
 
     /**
@@ -485,8 +560,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
         if ((int)crc.getValue() != cursor.payloadCrc())
         {
             // Checked on arrival and again here: a record damaged in the log is never applied.
-            throw new DamagedRecordException("record damaged in the log (checksum mismatch): the destination " +
-                "stops applying here; delete and recreate the group to resend everything");
+            throw new DamagedRecordException("record damaged in this host's log " + log.path() + " (CRC32C " +
+                "mismatch: its disk or memory changed it); it is dropped with every record after it, and the " +
+                "source sends them again");
         }
         if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
         {

@@ -158,12 +158,16 @@ class DestinationGroupTest
 
     /**
      * A record whose bytes in the log no longer match their CRC is never applied, and never retried either:
-     * reading it again gives the same bytes (a full or failing volume is retried; this is not that).
+     * reading it again gives the same bytes (a full or failing volume is retried; this is not that). Asked (by the
+     * conductor, once the session is closed), the applier drops it with every record after it, so that the source
+     * sends them again; before, it stopped there for good and the group had to be created again.
      */
     @Test
-    void shouldStopForGoodAtARecordDamagedInTheLog() throws Exception
+    void shouldStopAtARecordDamagedInTheLogAndDropItWithThoseAfterItWhenAsked() throws Exception
     {
-        final long position = log.tryAppend(++lsn, 0, 0, 0, payload, 0, payload.capacity());
+        apply(0, 0);
+        final long position = log.tryAppend(++lsn, 0, 4096, 0, payload, 0, payload.capacity());
+        assertTrue(log.tryAppend(++lsn, 0, 8192, 0, payload, 0, payload.capacity()) >= 0);
         try (java.nio.channels.FileChannel file = java.nio.channels.FileChannel.open(dir.resolve("log"),
             java.nio.file.StandardOpenOption.WRITE))
         {
@@ -172,12 +176,26 @@ class DestinationGroupTest
             file.write(ByteBuffer.wrap(new byte[] {0x5a}), payloadAt + 10);
         }
         group.doWork();
-        assertTrue(group.failure().contains("damaged in the log"), group.failure());
+        assertTrue(group.failure().contains("damaged in this host's log"), group.failure());
         assertFalse(group.failure().contains("tried again"), group.failure());
+        assertEquals(2, group.damagedLsn());
         nowNs[0] += 3_600_000_000_000L;
         group.doWork();
         assertEquals(1, group.applyFailures(), "not retried");
-        assertEquals(0, group.appliedLsn(), "never applied");
+        assertEquals(1, group.appliedLsn(), "never applied");
+
+        group.dropDamagedRecords();
+        group.doWork();
+        assertEquals(0, group.damagedLsn());
+        assertNull(group.failure());
+        assertEquals(2, group.recordsDropped());
+        assertEquals(1, log.tailLsn(), "holds LSN 1: the source sends LSN 2 on");
+        assertTrue(log.isEmpty(), "LSN 1 was forced to the volume and released before the drop");
+        assertEquals(1, group.appliedLsn());
+
+        lsn = 1;
+        apply(4096, 0);
+        assertEquals(2, group.appliedLsn(), "LSN 2, sent again, applies");
     }
 
     @Test
