@@ -220,6 +220,7 @@ final class Groups implements AutoCloseable
         for (final SourceGroupHandle handle : sources.values())
         {
             handle.reclaimLogSpace();
+            handle.checkpointActivity();
             handle.checkHealth();
         }
         removeUnclaimedLogs(System.nanoTime());

@@ -16,6 +16,7 @@ import io.blockmover.ErrorCode;
 import io.blockmover.cnc.SystemCounter;
 import io.blockmover.control.ControlServer;
 import io.blockmover.io.Volume;
+import io.blockmover.replication.ActivityLog;
 import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.rdma.verbs.RdmaException;
 import io.blockmover.replication.group.GroupConfig;
@@ -56,6 +57,7 @@ final class SourceGroupHandle
     private long ackedAtLink;
     private String resyncFailureLogged;
     private long recordsMendedLogged;
+    private String activityFailureLogged;
     private String transport;
     private String transportReason;
     private int attempts;
@@ -121,8 +123,7 @@ final class SourceGroupHandle
             final boolean hostCrashed = "host-crashed".equals(lastRun);
             if (hostCrashed)
             {
-                conductor.log("group " + config.name + ": the host stopped without closing the group; every region " +
-                    "will be resent");
+                // The log's unforced records went with the page cache: it starts again after what survived.
                 log.reset(log.tailLsn() + 1);
             }
             if (fresh && config.seeding)
@@ -130,11 +131,22 @@ final class SourceGroupHandle
                 // Seeded: nothing is assumed different; the seed verify marks what is (see GroupVerifies).
                 createBitmaps(dir, config, false);
             }
-            group = new SourceGroup(config, dir, volumes, log, (fresh && !config.seeding) || hostCrashed);
+            group = new SourceGroup(config, dir, volumes, log,
+                (fresh && !config.seeding) || (hostCrashed && config.seeding));
             if (hostCrashed && config.seeding)
             {
                 // Every region is dirty again: the initial sync resends everything, a comparison would skip it all.
+                conductor.log("group " + config.name + ": the host stopped without closing the group during its " +
+                    "seeded initial sync; every region will be resent");
                 seedAbandoned("every region will be resent");
+            }
+            else if (hostCrashed)
+            {
+                final long marked = group.recoverAfterHostCrash();
+                conductor.log("group " + config.name + ": the host stopped without closing the group; " +
+                    (marked < 0 ? "every region will be resent (the group has no activity log from before)" :
+                    "the " + marked + " region(s) of its activity log not already dirty will be resent, not every " +
+                    "region"));
             }
             // A frozen source stays frozen across restarts: a cluster demoted it and has not promoted it since.
             group.freeze(config.frozen);
@@ -173,6 +185,9 @@ final class SourceGroupHandle
      */
     static void createBitmaps(final Path dir, final GroupConfig config, final boolean dirty)
     {
+        // New bitmaps begin a new history (a seeded create, or this host becoming the source): an activity log
+        // left from an earlier time as source must not speak for it.
+        ActivityLog.delete(dir, config.volumes.size());
         for (int i = 0; i < config.volumes.size(); i++)
         {
             final long regions = (config.volumes.get(i).size + config.regionLength - 1) / config.regionLength;
@@ -387,15 +402,26 @@ final class SourceGroupHandle
         boolean restart = false;
         if (held < log.headLsn() - 1 || held > log.tailLsn())
         {
-            conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log holds " +
-                log.headLsn() + ".." + log.tailLsn() + ": continuity lost, every region will be resent");
-            group.restartFrom(held);
             restart = true;
-            if (config.seeding)
+            if (group.restartAfterHostCrash(held))
             {
-                seedAbandoned("every region will be resent");
+                conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +
+                    "holds " + log.headLsn() + ".." + log.tailLsn() + " after this host's crash: the regions it was " +
+                    "writing are resent (" + group.dirtyRegions() + " dirty)");
+            }
+            else
+            {
+                conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +
+                    "holds " + log.headLsn() + ".." + log.tailLsn() + ": continuity lost, every region will be " +
+                    "resent");
+                group.restartFrom(held);
+                if (config.seeding)
+                {
+                    seedAbandoned("every region will be resent");
+                }
             }
         }
+        group.sessionStarted();
         transport = connection.transportName();
         shipper = new Shipper(group, connection, sessionId, restart ? group.log().tailLsn() : held, restart,
             conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
@@ -740,6 +766,31 @@ final class SourceGroupHandle
         if (group != null)
         {
             group.reclaimLogSpace();
+        }
+    }
+
+    /**
+     * Housekeeping: shrinks the activity log when it outgrew activity.regions (a volume force when it does).
+     */
+    void checkpointActivity()
+    {
+        if (group == null)
+        {
+            return;
+        }
+        try
+        {
+            group.checkpointActivity(conductor.ctx().activityRegions());
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            final String message = "group " + config.name + ": cannot shrink the activity log (" + ex.getMessage() +
+                "); a crash of this host would resend more regions";
+            if (!message.equals(activityFailureLogged))
+            {
+                conductor.error(message);
+                activityFailureLogged = message;
+            }
         }
     }
 

@@ -25,6 +25,7 @@ public final class ConfigReload
     {
         LIVE.put(Configuration.LOG_LEVEL, "now");
         LIVE.put(Configuration.BITMAP_FORCE_INTERVAL, "now");
+        LIVE.put(Configuration.ACTIVITY_REGIONS, "now");
         LIVE.put(Configuration.PEER_TIMEOUT, "for the next connection");
         LIVE.put(Configuration.HEARTBEAT_INTERVAL, "for the next connection");
         LIVE.put(Configuration.CONNECT_TIMEOUT, "for the next connection attempt");

@@ -25,6 +25,7 @@ public final class Configuration
     public static final String PEER_TIMEOUT = "peer.timeout";
     public static final String HEARTBEAT_INTERVAL = "heartbeat.interval";
     public static final String ACK_TIMEOUT = "ack.timeout";
+    public static final String ACTIVITY_REGIONS = "activity.regions";
     public static final String CONNECT_TIMEOUT = "connect.timeout";
     public static final String RECONNECT_MAX_INTERVAL = "reconnect.max.interval";
     public static final String BITMAP_FORCE_INTERVAL = "bitmap.force.interval";
@@ -67,6 +68,8 @@ public final class Configuration
         define(SLAB_SLOTS, "128", "slots in the off-heap slab; each session leases session.slots of them");
         define(PEER_TIMEOUT, "10s", "a peer silent this long is considered gone");
         define(HEARTBEAT_INTERVAL, "1s", "an idle connection sends a heartbeat this often");
+        define(ACTIVITY_REGIONS, "4096", "regions a source group's activity log keeps hot before it shrinks: " +
+            "about what a crash of the source host resends (regions of chunk.length)");
         define(ACK_TIMEOUT, "30s", "a sync group's partner that acknowledges no record this long, though alive, is " +
             "dropped: writes go on without it (degraded) instead of waiting");
         define(CONNECT_TIMEOUT, "5s", "time allowed to connect and authenticate to a peer");

@@ -25,6 +25,7 @@ import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 
 import static io.blockmover.daemon.Configuration.ACK_TIMEOUT;
+import static io.blockmover.daemon.Configuration.ACTIVITY_REGIONS;
 import static io.blockmover.daemon.Configuration.BITMAP_FORCE_INTERVAL;
 import static io.blockmover.daemon.Configuration.CHUNK_LENGTH;
 import static io.blockmover.daemon.Configuration.CONNECT_TIMEOUT;
@@ -81,6 +82,7 @@ public final class Context
     private int slabSlots;
     private long peerTimeoutNs;
     private long ackTimeoutNs;
+    private int activityRegions;
     private long heartbeatIntervalNs;
     private long connectTimeoutNs;
     private long reconnectMaxIntervalNs;
@@ -219,6 +221,11 @@ public final class Context
         if (heartbeatIntervalNs * 2 > peerTimeoutNs)
         {
             problems.add(HEARTBEAT_INTERVAL + " must be at most half of " + PEER_TIMEOUT);
+        }
+        activityRegions = integer(ACTIVITY_REGIONS, problems);
+        if (activityRegions < 1)
+        {
+            problems.add(ACTIVITY_REGIONS + " " + activityRegions + " must be at least 1");
         }
         ackTimeoutNs = duration(ACK_TIMEOUT, problems);
         if (ackTimeoutNs < heartbeatIntervalNs)
@@ -631,6 +638,14 @@ public final class Context
     /**
      * @return how long a replication partner may leave every sent record unacknowledged before it is dropped.
      */
+    /**
+     * @return regions a source group's activity log keeps hot before a checkpoint shrinks it.
+     */
+    public int activityRegions()
+    {
+        return activityRegions;
+    }
+
     public long ackTimeoutNs()
     {
         return ackTimeoutNs;

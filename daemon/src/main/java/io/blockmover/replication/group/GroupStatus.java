@@ -51,6 +51,8 @@ public final class GroupStatus
         // partner lost continuity): the RPO is no longer what the log bounds, until resync catches up.
         status.put("rpo_exceeded", group.config().initialSyncDone && group.dirtyRegions() > 0);
         status.put("dirty_regions", group.dirtyRegions());
+        // What a crash of this host would resend (see ActivityLog).
+        status.put("activity_regions", group.activityRegions());
         status.put("writes", group.writes.get());
         status.put("bytes_written", group.bytesWritten.get());
         status.put("flushes", group.flushes.get());

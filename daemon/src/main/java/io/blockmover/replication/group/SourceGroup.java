@@ -16,6 +16,7 @@ import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
 import io.blockmover.frontend.nbd.WriteCompletion;
 import io.blockmover.io.Volume;
+import io.blockmover.replication.ActivityLog;
 import io.blockmover.replication.ConcurrentBitSet;
 import io.blockmover.replication.DirtyBitmap;
 import io.blockmover.replication.log.RecordLog;
@@ -94,6 +95,12 @@ public final class SourceGroup implements AutoCloseable
     private volatile Runnable shipperWakeup = () -> { };
     private volatile Verifier verifier;
     private volatile long caughtUpMs = System.currentTimeMillis();
+    private final ActivityLog activity;
+    // The LSN of the activity log's checkpoint under way (-1: none); the conductor's housekeeping thread only.
+    private long checkpointLsn = -1;
+    // Opened after a crash of this host, with an activity log that says which regions to resend: until a session
+    // starts, continuity lost with the partner is expected and needs only those (restartAfterHostCrash).
+    private volatile boolean hostCrashRecovery;
     private long rpoMarkLsn = -1; // Shipper thread only, like rpoMarkMs.
     private long rpoMarkMs;
 
@@ -131,6 +138,12 @@ public final class SourceGroup implements AutoCloseable
         this.exports = new ReplicatedExport[volumes.length];
         this.flushLogForcer = new FlushLogForcer(this::forceLogRecords, "log-force-" + config.name);
         this.inflight = new AtomicIntegerArray[volumes.length];
+        final long[] regionCounts = new long[volumes.length];
+        for (int i = 0; i < volumes.length; i++)
+        {
+            regionCounts[i] = regionCount(i);
+        }
+        this.activity = ActivityLog.open(dir, regionCounts, config.regionLength);
         try
         {
             for (int i = 0; i < volumes.length; i++)
@@ -153,6 +166,7 @@ public final class SourceGroup implements AutoCloseable
                     b.close();
                 }
             }
+            activity.close();
             throw ex;
         }
         this.lastLsn = log.tailLsn();
@@ -257,55 +271,66 @@ public final class SourceGroup implements AutoCloseable
         final AtomicIntegerArray counts = inflight[vol];
         long lsn = -1;
         long position = -1;
-        synchronized (appendLock)
+        // Hot before the append, so before the partner or the volume may see the write: a crash of this host
+        // resends the regions of the activity log, not every region.
+        final long activityStamp = activity.mark(vol, firstRegion, lastRegion);
+        try
         {
-            if (frozen)
+            synchronized (appendLock)
             {
-                // Checked under the append lock: once freeze() returns, no write can append any more.
-                throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name +
-                    " refuses writes: it is switching roles with " + config.peer + ", or frozen (a cluster demoted " +
-                    "it; 'blockmover group thaw')");
-            }
-            // Overlapping writes must reach the volume in LSN order, the order the destination applies them in:
-            // a write waits while its regions are fenced for resync or another write to them is still in flight.
-            while ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
-                anyInFlight(counts, firstRegion, lastRegion))
-            {
-                waiters++;
-                try
+                if (frozen)
                 {
-                    awaitFenceLifted();
+                    // Checked under the append lock: once freeze() returns, no write can append any more.
+                    throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name +
+                        " refuses writes: it is switching roles with " + config.peer + ", or frozen (a cluster " +
+                        "demoted it; 'blockmover group thaw')");
                 }
-                finally
+                // Overlapping writes must reach the volume in LSN order, the order the destination applies them in:
+                // a write waits while its regions are fenced for resync or another write to them is still in flight.
+                while ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
+                    anyInFlight(counts, firstRegion, lastRegion))
                 {
-                    waiters--;
+                    waiters++;
+                    try
+                    {
+                        awaitFenceLifted();
+                    }
+                    finally
+                    {
+                        waiters--;
+                    }
                 }
-            }
-            for (int r = firstRegion; r <= lastRegion; r++)
-            {
-                counts.incrementAndGet(r);
-            }
-            position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
-            if (position < 0 && reclaimLogSpace())
-            {
-                position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
-            }
-            if (position >= 0)
-            {
-                lsn = ++lastLsn;
-                publishedLsn = lsn;
-            }
-            else
-            {
-                // The log is full: track the regions instead. Nothing is lost; the RPO grows until resync.
-                final ConcurrentBitSet bits = bitmaps[vol].bits();
                 for (int r = firstRegion; r <= lastRegion; r++)
                 {
-                    bits.set(r);
+                    counts.incrementAndGet(r);
                 }
-                bitmapsTouched = true;
-                untrackedByLog.incrementAndGet();
+                activity.touch(vol, firstRegion, lastRegion);
+                position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+                if (position < 0 && reclaimLogSpace())
+                {
+                    position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+                }
+                if (position >= 0)
+                {
+                    lsn = ++lastLsn;
+                    publishedLsn = lsn;
+                }
+                else
+                {
+                    // The log is full: track the regions instead. Nothing is lost; the RPO grows until resync.
+                    final ConcurrentBitSet bits = bitmaps[vol].bits();
+                    for (int r = firstRegion; r <= lastRegion; r++)
+                    {
+                        bits.set(r);
+                    }
+                    bitmapsTouched = true;
+                    untrackedByLog.incrementAndGet();
+                }
             }
+        }
+        finally
+        {
+            activity.release(activityStamp);
         }
         if (lsn > 0)
         {
@@ -1052,11 +1077,141 @@ public final class SourceGroup implements AutoCloseable
      */
     public void restartFrom(final long partnerLsn)
     {
+        restartFrom(partnerLsn, true);
+    }
+
+    /**
+     * After a crash of this host (its log and page cache lost): the regions it was writing are dirty already
+     * ({@link #recoverAfterHostCrash}), so a partner that holds more or less than the log now does, as it will,
+     * needs only those resent, as long as it lost nothing it held when the activity log last shrank.
+     *
+     * @param partnerLsn the highest LSN the partner holds.
+     * @return whether that was so, and the sequence continues after both sides' highest; false: call
+     *     {@link #restartFrom(long)}.
+     */
+    public boolean restartAfterHostCrash(final long partnerLsn)
+    {
+        if (!hostCrashRecovery || partnerLsn < activity.settledLsn())
+        {
+            return false;
+        }
+        restartFrom(partnerLsn, false);
+        return true;
+    }
+
+    /**
+     * A session started: continuity after a crash of this host is settled one way or the other.
+     */
+    public void sessionStarted()
+    {
+        hostCrashRecovery = false;
+    }
+
+    /**
+     * After a crash of this host: marks dirty the regions its activity log holds hot, which the writes lost with
+     * the log and the page cache may have left different on the partner; every region when the activity log
+     * cannot say (a group made before it existed). Before a session starts.
+     *
+     * @return regions marked dirty, or -1 when every region was.
+     */
+    public long recoverAfterHostCrash()
+    {
+        hostCrashRecovery = activity.existed();
+        long marked = -1;
+        synchronized (appendLock)
+        {
+            if (hostCrashRecovery)
+            {
+                marked = 0;
+                for (int vol = 0; vol < bitmaps.length; vol++)
+                {
+                    final ConcurrentBitSet hot = activity.hot(vol);
+                    final ConcurrentBitSet dirty = bitmaps[vol].bits();
+                    for (long r = hot.nextSetBit(0); r >= 0; r = hot.nextSetBit(r + 1))
+                    {
+                        if (dirty.set(r))
+                        {
+                            marked++;
+                        }
+                    }
+                }
+            }
+            for (final DirtyBitmap b : bitmaps)
+            {
+                if (!hostCrashRecovery)
+                {
+                    b.bits().setAll();
+                }
+                b.force();
+            }
+        }
+        return marked;
+    }
+
+    /**
+     * Housekeeping, on the conductor's thread: shrinks the activity log once it holds more than {@code limit}
+     * regions. A checkpoint begins at the LSN published now; once the partner holds every write through it
+     * durably, the regions not written since, with no write in flight, are cleared after a force of the volumes
+     * (and of the dirty bitmaps, so a region tracked only there stays tracked). A device flush per checkpoint, so
+     * only when the set outgrows its limit.
+     *
+     * @param limit the most hot regions (over every volume) kept without a checkpoint.
+     * @return 1 when it did something.
+     * @throws IOException when a volume cannot be forced.
+     */
+    public int checkpointActivity(final long limit) throws IOException
+    {
+        if (checkpointLsn < 0)
+        {
+            if (activity.hotRegions() <= limit)
+            {
+                return 0;
+            }
+            synchronized (appendLock)
+            {
+                activity.beginCheckpoint();
+                checkpointLsn = publishedLsn;
+            }
+            return 1;
+        }
+        if (durableLsn < checkpointLsn)
+        {
+            return 0; // The partner does not hold every write through it durably yet, or is away.
+        }
+        if (activity.chooseCandidates(inflight) > 0)
+        {
+            for (final Volume v : volumes)
+            {
+                v.force();
+            }
+            forceBitmaps();
+            if (activity.endCheckpoint(checkpointLsn) < 0)
+            {
+                return 0; // Writers kept it from clearing: again at the next call, candidates chosen anew.
+            }
+        }
+        checkpointLsn = -1;
+        return 1;
+    }
+
+    /**
+     * @return regions in the activity log: what a crash of this host would resend.
+     */
+    public long activityRegions()
+    {
+        return activity.hotRegions();
+    }
+
+    private void restartFrom(final long partnerLsn, final boolean everyRegion)
+    {
         synchronized (appendLock)
         {
             for (final DirtyBitmap b : bitmaps)
             {
-                b.bits().setAll();
+                if (everyRegion)
+                {
+                    b.bits().setAll();
+                }
                 b.force();
             }
             lastLsn = Math.max(lastLsn, partnerLsn);
@@ -1129,6 +1284,7 @@ public final class SourceGroup implements AutoCloseable
             b.force();
             b.close();
         }
+        activity.close();
         log.close();
         for (final Volume v : volumes)
         {

@@ -411,6 +411,63 @@ class SourceGroupTest
         return b.append(']').toString();
     }
 
+    /**
+     * The activity log: every write's region is hot before the write goes on; past the limit, a checkpoint clears
+     * the regions whose writes the partner holds durably once the volume is forced, and keeps the ones written
+     * since it began.
+     */
+    @Test
+    void shouldKeepTheRegionsBeingWrittenHotAndClearTheSettledOnesPastTheLimit() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        for (int i = 0; i < 4; i++)
+        {
+            group.export(0).write((long)REGION * i, pattern(i + 1, 4096), 4096, false);
+        }
+        assertEquals(4, group.activityRegions());
+        assertEquals(0, group.checkpointActivity(4), "within the limit");
+        assertEquals(1, group.checkpointActivity(2), "begins at LSN 4");
+        group.export(0).write(REGION, pattern(9, 4096), 4096, false); // LSN 5, after it began
+        assertEquals(0, group.checkpointActivity(2), "the partner does not hold LSN 4 durably yet");
+        group.partnerProgress(4, 4);
+        assertEquals(1, group.checkpointActivity(2));
+        assertEquals(1, group.activityRegions(), "region 1, written since, stays");
+        assertTrue(group.checkpointActivity(2) == 0, "nothing under way, within the limit");
+    }
+
+    /**
+     * A crash of the host (not only the daemon): the regions of the activity log are dirty after the restart, and
+     * a partner that holds more or less than the emptied log continues without every region being resent, unless
+     * it lost what it held when the activity log last shrank.
+     */
+    @Test
+    void shouldResendTheActivityLogsRegionsAfterAHostCrashNotEveryRegion() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        for (int i = 0; i < 3; i++)
+        {
+            group.export(0).write((long)REGION * (i + 2), pattern(i + 1, 4096), 4096, false);
+        }
+        group.partnerProgress(3, 3);
+        assertEquals(1, group.checkpointActivity(0));
+        assertEquals(1, group.checkpointActivity(0), "settles LSN 3: every region cleared");
+        assertEquals(0, group.activityRegions());
+        group.export(0).write(REGION * 7L, pattern(7, 4096), 4096, false); // LSN 4
+        group.export(0).write(REGION * 9L, pattern(8, 4096), 4096, false); // LSN 5
+        group.close();
+
+        group = open(GroupMode.SYNC, 1L << 20);
+        assertEquals(0, group.dirtyRegions());
+        assertEquals(2, group.recoverAfterHostCrash(), "regions 7 and 9");
+        assertTrue(group.dirty(0).get(7) && group.dirty(0).get(9));
+        assertFalse(group.restartAfterHostCrash(2), "the partner lost LSN 3, which it held durably when it settled");
+        assertTrue(group.restartAfterHostCrash(5), "the partner holds more than this log now: the two regions do");
+        assertEquals(2, group.dirtyRegions());
+        assertTrue(group.durableLsn() >= 5);
+        group.sessionStarted();
+        assertFalse(group.restartAfterHostCrash(5), "only until a session started");
+    }
+
     private static String describe(final List<long[]> sent)
     {
         final StringBuilder b = new StringBuilder("[");
