@@ -68,7 +68,7 @@ public final class Configuration
         define(SLAB_SLOTS, "128", "slots in the off-heap slab; each session leases session.slots of them");
         define(PEER_TIMEOUT, "10s", "a peer silent this long is considered gone");
         define(HEARTBEAT_INTERVAL, "1s", "an idle connection sends a heartbeat this often");
-        define(ACTIVITY_REGIONS, "4096", "regions a source group's activity log keeps hot before it shrinks: " +
+        define(ACTIVITY_REGIONS, "16384", "regions a source group's activity log keeps hot before it shrinks: " +
             "about what a crash of the source host resends (regions of chunk.length)");
         define(ACK_TIMEOUT, "30s", "a sync group's partner that acknowledges no record this long, though alive, is " +
             "dropped: writes go on without it (degraded) instead of waiting");
