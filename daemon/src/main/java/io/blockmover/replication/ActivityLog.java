@@ -124,7 +124,8 @@ public final class ActivityLog implements AutoCloseable
                 }
             }
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot open the activity log in " + dir + ": " +
-                ex.getMessage(), ex);
+                ex.getMessage() + " (delete " + SETTLED_FILE + " and activity.* there to start it empty; a crash of " +
+                "this host before it next shrinks then resends every region)", ex);
         }
     }
 
@@ -214,7 +215,16 @@ public final class ActivityLog implements AutoCloseable
         if (cold)
         {
             unforced.set(vol, 1);
-            forceMarks(marked.incrementAndGet());
+            try
+            {
+                forceMarks(marked.incrementAndGet());
+            }
+            catch (final RuntimeException ex)
+            {
+                // The write fails (EIO to its client); a stamp kept would stop every checkpoint for good.
+                clearing.unlockRead(stamp);
+                throw ex;
+            }
         }
         return stamp;
     }
