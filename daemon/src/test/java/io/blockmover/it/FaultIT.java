@@ -131,31 +131,14 @@ class FaultIT
             GroupChecks.awaitReplicated(testbed, "gmend", 60);
             // Suspended, the source keeps its writes in its log and sends nothing, so the test can damage one.
             testbed.call("site-a", "group-suspend", Map.of("name", "gmend"));
-            final byte[] block = new byte[64 * 1024];
-            final byte[] marker = "blockmover FaultIT mend marker".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
-            for (int i = 0; i < block.length; i++)
-            {
-                block[i] = marker[i % marker.length];
-            }
+            final byte[] block = GroupChecks.markedBlock("blockmover FaultIT mend marker");
             try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
             {
                 assertEquals(0, client.write(MIB, block));
                 assertEquals(0, client.write(2 * MIB, new byte[4096]));
                 assertEquals(0, client.flush());
             }
-            final Path log;
-            try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir))
-            {
-                log = files.filter(f -> f.endsWith(Path.of("gmend", "log")) && f.toString().contains("site-a"))
-                    .findFirst().orElseThrow();
-            }
-            final long at = indexOf(log, marker) + 1000;
-            try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(log,
-                java.nio.file.StandardOpenOption.WRITE))
-            {
-                // Through the page cache the daemon maps: what a bad disk or memory under the log would leave.
-                channel.write(java.nio.ByteBuffer.wrap(new byte[] {(byte)~block[1000 % block.length]}), at);
-            }
+            GroupChecks.damageMarkedRecord(testbed, "site-a", "gmend", block);
 
             testbed.call("site-a", "group-resume", Map.of("name", "gmend"));
             final Map<String, Object> status = GroupChecks.awaitReplicated(testbed, "gmend", 60);
@@ -166,19 +149,6 @@ class FaultIT
                 () -> testbed.log("site-a").contains("found damaged (CRC32C mismatch)"));
             GroupChecks.delete(testbed, "gmend");
         }
-    }
-
-    private static long indexOf(final Path file, final byte[] marker) throws java.io.IOException
-    {
-        final byte[] all = Files.readAllBytes(file);
-        for (int i = 0; i + marker.length <= all.length; i++)
-        {
-            if (java.util.Arrays.equals(all, i, i + marker.length, marker, 0, marker.length))
-            {
-                return i;
-            }
-        }
-        throw new AssertionError("the record is not in " + file);
     }
 
     @Test

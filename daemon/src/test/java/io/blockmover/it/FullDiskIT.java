@@ -84,6 +84,21 @@ class FullDiskIT
         Run.of(30, List.of("mount", "-o", "remount,size=" + size, dir.toString())).expect(0);
     }
 
+    /**
+     * Creates a sync group and waits until it replicates. Seeded: equal zeros are compared, not sent, so a sparse
+     * destination file stays sparse until written.
+     *
+     * @return the status 'group create' printed.
+     */
+    private static Map<String, Object> seededSyncGroup(final String name, final Path source, final Path destination,
+        final String logSize) throws IOException
+    {
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", logSize,
+            "--seeded", "--volume", source + "=" + destination);
+        awaitReplicated(testbed, name, 60);
+        return created;
+    }
+
     private static Path sparse(final Path file, final long size) throws IOException
     {
         Files.deleteIfExists(file);
@@ -139,10 +154,7 @@ class FullDiskIT
         final long size = 48L * MIB;
         final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), size);
         final Path destination = sparse(smallDestination2.resolve(name + "-dst.img"), size);
-        // Seeded: equal zeros are compared, not sent, so the destination file stays sparse until written.
-        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "16m",
-            "--seeded", "--volume", source + "=" + destination);
-        awaitReplicated(testbed, name, 60);
+        final Map<String, Object> created = seededSyncGroup(name, source, destination, "16m");
 
         // 32 MiB of writes: about 6 fit on the destination's file system, 16 in its log, the rest nowhere.
         final long startNs = System.nanoTime();
@@ -176,21 +188,13 @@ class FullDiskIT
         final long size = 24L * MIB;
         final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), size);
         final Path destination = sparse(smallDestination3.resolve(name + "-dst.img"), size);
-        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "64m",
-            "--seeded", "--volume", source + "=" + destination);
-        awaitReplicated(testbed, name, 60);
+        final Map<String, Object> created = seededSyncGroup(name, source, destination, "64m");
 
         // 8 MiB of writes: about 6 fit on the destination's file system; the marker block after them waits in
         // its log.
         Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c", "write -P 0x6b 0 8M"))
             .expect(0);
-        final byte[] marker = "blockmover FullDiskIT damaged-log marker".getBytes(
-            java.nio.charset.StandardCharsets.US_ASCII);
-        final byte[] block = new byte[64 * 1024];
-        for (int i = 0; i < block.length; i++)
-        {
-            block[i] = marker[i % marker.length];
-        }
+        final byte[] block = GroupChecks.markedBlock("blockmover FullDiskIT damaged-log marker");
         try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
         {
             assertEquals(0, client.write(16 * MIB, block));
@@ -198,28 +202,7 @@ class FullDiskIT
         }
         Testbed.await("the destination to report the full disk", 60, () ->
             String.valueOf(testbed.group("site-b", name).get("error")).contains("No space left on device"));
-        final Path log;
-        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir))
-        {
-            log = files.filter(f -> f.endsWith(Path.of(name, "log")) && f.toString().contains("site-b"))
-                .findFirst().orElseThrow();
-        }
-        final byte[] all = Files.readAllBytes(log);
-        long at = -1;
-        for (int i = 0; at < 0 && i + marker.length <= all.length; i++)
-        {
-            if (java.util.Arrays.equals(all, i, i + marker.length, marker, 0, marker.length))
-            {
-                at = i + 1000;
-            }
-        }
-        assertTrue(at >= 0, "the marker record is not in " + log);
-        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(log,
-            java.nio.file.StandardOpenOption.WRITE))
-        {
-            // Through the page cache the daemon maps: what a bad disk or memory under the log would leave.
-            channel.write(java.nio.ByteBuffer.wrap(new byte[] {(byte)~all[(int)at]}), at);
-        }
+        GroupChecks.damageMarkedRecord(testbed, "site-b", name, block);
 
         resize(smallDestination3, "64m");
         awaitReplicated(testbed, name, 120);

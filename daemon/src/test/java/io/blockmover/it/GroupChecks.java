@@ -1,7 +1,13 @@
 package io.blockmover.it;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -158,5 +164,48 @@ final class GroupChecks
                 throw new AssertionError(sources[i] + " and " + destinations[i] + " differ at " + difference);
             }
         }
+    }
+
+    /**
+     * @param marker text the block repeats.
+     * @return a 64 KiB block of the marker repeated, to write through an export and find again in a log.
+     */
+    static byte[] markedBlock(final String marker)
+    {
+        final byte[] text = marker.getBytes(StandardCharsets.US_ASCII);
+        final byte[] block = new byte[64 * 1024];
+        for (int i = 0; i < block.length; i++)
+        {
+            block[i] = text[i % text.length];
+        }
+        return block;
+    }
+
+    /**
+     * Changes one byte of the first record in a site's log of the group that holds the marked block, through the
+     * page cache the daemon maps: what a bad disk or memory under the log would leave.
+     */
+    static void damageMarkedRecord(final Testbed testbed, final String site, final String name, final byte[] block)
+        throws IOException
+    {
+        final Path log;
+        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir.resolve(site)))
+        {
+            log = files.filter(f -> f.endsWith(Path.of(name, "log"))).findFirst().orElseThrow();
+        }
+        final byte[] all = Files.readAllBytes(log);
+        final int length = 1024;
+        for (int i = 0; i + length <= all.length; i++)
+        {
+            if (Arrays.equals(all, i, i + length, block, 0, length))
+            {
+                try (FileChannel channel = FileChannel.open(log, StandardOpenOption.WRITE))
+                {
+                    channel.write(ByteBuffer.wrap(new byte[] {(byte)~all[i + 1000]}), i + 1000);
+                }
+                return;
+            }
+        }
+        throw new AssertionError("the marked record is not in " + log);
     }
 }

@@ -252,41 +252,8 @@ class SourceGroupTest
     void shouldSendTheLogAgainFromARecordThePartnerGotDamaged() throws IOException
     {
         group = open(GroupMode.ASYNC, 1L << 20);
-        final List<long[]> sent = new java.util.ArrayList<>();
-        final FrameHeader nack = new FrameHeader();
-        final boolean[] nackWaiting = {false};
-        final NullFrameConnection connection = new NullFrameConnection()
-        {
-            @Override
-            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
-            {
-                if (header.type() == FrameType.RECORD)
-                {
-                    sent.add(new long[] {header.sequence(), header.aux() & GroupReceiver.RECORD_RESTART});
-                }
-                return true;
-            }
-
-            @Override
-            public boolean receiveHeader(final FrameHeader header)
-            {
-                if (!nackWaiting[0])
-                {
-                    return false;
-                }
-                nackWaiting[0] = false;
-                header.byteBuffer().clear();
-                header.byteBuffer().put(nack.byteBuffer().duplicate().clear()
-                    .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
-                return true;
-            }
-
-            @Override
-            public boolean receivePayload(final ByteBuffer dst)
-            {
-                return !dst.hasRemaining();
-            }
-        };
+        final NackingPartner connection = new NackingPartner();
+        final List<long[]> sent = connection.sent;
         final Shipper shipper =
             new Shipper(group, connection, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
         shipper.onStart();
@@ -298,20 +265,17 @@ class SourceGroupTest
         assertEquals("[1 restart, 2, 3]", describe(sent));
 
         sent.clear();
-        nack.reset(FrameType.NACK).sessionId(1).sequence(1).seal();
-        nackWaiting[0] = true;
+        connection.nack(1);
         shipper.doWork();
         assertEquals("[1 restart, 2, 3]", describe(sent), "the log again from LSN 1, which restarts the sequence");
         assertEquals(1, group.recordsResent.get());
 
         sent.clear();
-        nack.reset(FrameType.NACK).sessionId(1).sequence(3).seal();
-        nackWaiting[0] = true;
+        connection.nack(3);
         shipper.doWork();
         assertEquals("[3]", describe(sent));
 
-        nack.reset(FrameType.NACK).sessionId(1).sequence(9).seal();
-        nackWaiting[0] = true;
+        connection.nack(9);
         assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork,
             "LSN 9 was never sent");
         assertTrue(shipper.status().message().contains("LSN 9"), shipper.status().message());
@@ -327,48 +291,9 @@ class SourceGroupTest
     void shouldMendARecordDamagedInItsOwnLogFromTheVolumeAndResyncItsRegion() throws IOException
     {
         group = open(GroupMode.ASYNC, 1L << 20);
-        final List<long[]> sent = new java.util.ArrayList<>();
-        final List<byte[]> payloads = new java.util.ArrayList<>();
-        final FrameHeader nack = new FrameHeader();
-        final boolean[] nackWaiting = {false};
-        final NullFrameConnection connection = new NullFrameConnection()
-        {
-            @Override
-            public boolean startSend(final FrameHeader header, final ByteBuffer payload)
-            {
-                if (header.type() == FrameType.RECORD)
-                {
-                    final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
-                    crc.update(payload.duplicate());
-                    sent.add(new long[] {header.sequence(), header.aux() & GroupReceiver.RECORD_UNCLEAN,
-                        (int)crc.getValue() == header.payloadCrc() ? 1 : 0});
-                    final byte[] bytes = new byte[payload.remaining()];
-                    payload.duplicate().get(bytes);
-                    payloads.add(bytes);
-                }
-                return true;
-            }
-
-            @Override
-            public boolean receiveHeader(final FrameHeader header)
-            {
-                if (!nackWaiting[0])
-                {
-                    return false;
-                }
-                nackWaiting[0] = false;
-                header.byteBuffer().clear();
-                header.byteBuffer().put(nack.byteBuffer().duplicate().clear()
-                    .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
-                return true;
-            }
-
-            @Override
-            public boolean receivePayload(final ByteBuffer dst)
-            {
-                return !dst.hasRemaining();
-            }
-        };
+        final NackingPartner connection = new NackingPartner();
+        final List<long[]> sent = connection.sent;
+        final List<byte[]> payloads = connection.payloads;
         final Shipper shipper =
             new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
         shipper.onStart();
@@ -387,8 +312,7 @@ class SourceGroupTest
 
         sent.clear();
         payloads.clear();
-        nack.reset(FrameType.NACK).sessionId(1).sequence(2).seal();
-        nackWaiting[0] = true;
+        connection.nack(2);
         shipper.doWork();
         assertEquals("[2 unclean crc-ok, 3 unclean crc-ok]", describeSent(sent),
             "the mended record and the one after it, as not a consistent prefix until the region is resent");
@@ -405,7 +329,8 @@ class SourceGroupTest
         final StringBuilder b = new StringBuilder("[");
         for (final long[] record : sent)
         {
-            b.append(b.length() > 1 ? ", " : "").append(record[0]).append(record[1] != 0 ? " unclean" : "")
+            b.append(b.length() > 1 ? ", " : "").append(record[0])
+                .append((record[1] & GroupReceiver.RECORD_UNCLEAN) != 0 ? " unclean" : "")
                 .append(record[2] != 0 ? " crc-ok" : " crc-bad");
         }
         return b.append(']').toString();
@@ -468,12 +393,67 @@ class SourceGroupTest
         assertFalse(group.restartAfterHostCrash(5), "only until a session started");
     }
 
+    /**
+     * The partner as a shipper sees it: takes every frame, keeps each RECORD's LSN, aux flags, whether its payload
+     * matched its CRC, and its bytes, and says NACK when told to.
+     */
+    private static final class NackingPartner extends NullFrameConnection
+    {
+        final List<long[]> sent = new java.util.ArrayList<>();
+        final List<byte[]> payloads = new java.util.ArrayList<>();
+        private final FrameHeader nack = new FrameHeader();
+        private boolean nackWaiting;
+
+        void nack(final long lsn)
+        {
+            nack.reset(FrameType.NACK).sessionId(1).sequence(lsn).seal();
+            nackWaiting = true;
+        }
+
+        @Override
+        public boolean startSend(final FrameHeader header, final ByteBuffer payload)
+        {
+            if (header.type() == FrameType.RECORD)
+            {
+                final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+                crc.update(payload.duplicate());
+                final boolean crcOk = (int)crc.getValue() == header.payloadCrc();
+                sent.add(new long[] {header.sequence(), header.aux(), crcOk ? 1 : 0});
+                final byte[] bytes = new byte[payload.remaining()];
+                payload.duplicate().get(bytes);
+                payloads.add(bytes);
+            }
+            return true;
+        }
+
+        @Override
+        public boolean receiveHeader(final FrameHeader header)
+        {
+            if (!nackWaiting)
+            {
+                return false;
+            }
+            nackWaiting = false;
+            header.byteBuffer().clear();
+            header.byteBuffer().put(nack.byteBuffer().duplicate().clear()
+                .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+            return true;
+        }
+
+        @Override
+        public boolean receivePayload(final ByteBuffer dst)
+        {
+            return !dst.hasRemaining();
+        }
+    }
+
     private static String describe(final List<long[]> sent)
     {
         final StringBuilder b = new StringBuilder("[");
         for (final long[] record : sent)
         {
-            b.append(b.length() > 1 ? ", " : "").append(record[0]).append(record[1] != 0 ? " restart" : "");
+            b.append(b.length() > 1 ? ", " : "").append(record[0])
+                .append((record[1] & GroupReceiver.RECORD_RESTART) != 0 ? " restart" : "");
         }
         return b.append(']').toString();
     }
