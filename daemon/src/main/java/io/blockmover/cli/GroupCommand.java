@@ -251,6 +251,10 @@ final class GroupCommand implements Callable<Integer>
                     Format.bytes(((Number)((Map<String, Object>)g.get("log")).get("used")).longValue()),
                     Format.bytes(((Number)((Map<String, Object>)g.get("log")).get("size")).longValue()),
                     g.get("writes"));
+                if (g.get("activity_regions") instanceof Number hot)
+                {
+                    System.out.println("  activity log: " + hot + " regions (what a crash of this host resends)");
+                }
                 final Map<String, Object> lat = (Map<String, Object>)g.get("latency");
                 for (final Map.Entry<String, Object> e : lat.entrySet())
                 {
@@ -305,7 +309,9 @@ final class GroupCommand implements Callable<Integer>
         for (final String[] counter : new String[][] {
             {"apply_failures", "failed applies (retried)"},
             {"writes_failed_locally", "writes failed on the local volume (regions resent)"},
-            {"resync_read_failures", "resync reads failed (retried)"}})
+            {"resync_read_failures", "resync reads failed (retried)"},
+            {"records_mended", "records damaged in this host's log (mended from the volume, regions resent)"},
+            {"records_dropped", "records dropped from this host's log after one was damaged there (sent again)"}})
         {
             if (g.get(counter[0]) instanceof Number n && n.longValue() > 0)
             {
