@@ -104,6 +104,10 @@ public final class SourceGroup implements AutoCloseable
     private long rpoMarkLsn = -1; // Shipper thread only, like rpoMarkMs.
     private long rpoMarkMs;
 
+    /** Longest {@link #close} waits for client writes and FLUSHes under way to end. */
+    private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
+    private final java.util.concurrent.atomic.AtomicInteger clientOperations =
+        new java.util.concurrent.atomic.AtomicInteger();
     final AtomicLong writes = new AtomicLong();
     final AtomicLong bytesWritten = new AtomicLong();
     final AtomicLong untrackedByLog = new AtomicLong();
@@ -260,10 +264,40 @@ public final class SourceGroup implements AutoCloseable
     private boolean write(final int vol, final long offset, final ByteBuffer src, final int length, final boolean fua,
         final int recordFlags, final WriteCompletion completion) throws IOException
     {
+        enter();
+        try
+        {
+            return writeWhileOpen(vol, offset, src, length, fua, recordFlags, completion);
+        }
+        finally
+        {
+            exit();
+        }
+    }
+
+    /**
+     * A client's write or FLUSH begins: refused once the group closes, and counted until it ends, so that
+     * {@link #close} unmaps the log and the bitmaps only once no client thread can touch them (an unmapped page
+     * touched is a crash of the whole daemon, not an error).
+     */
+    private void enter() throws NbdErrorException
+    {
+        clientOperations.incrementAndGet();
         if (closed)
         {
+            exit();
             throw new NbdErrorException(NbdProtocol.NBD_ESHUTDOWN, "group " + config.name + " is stopping");
         }
+    }
+
+    private void exit()
+    {
+        clientOperations.decrementAndGet();
+    }
+
+    private boolean writeWhileOpen(final int vol, final long offset, final ByteBuffer src, final int length,
+        final boolean fua, final int recordFlags, final WriteCompletion completion) throws IOException
+    {
         final long startNs = System.nanoTime();
         final int regionLength = config.regionLength;
         final int firstRegion = (int)(offset / regionLength);
@@ -470,6 +504,19 @@ public final class SourceGroup implements AutoCloseable
     }
 
     private void flush(final int vol) throws IOException
+    {
+        enter();
+        try
+        {
+            flushWhileOpen(vol);
+        }
+        finally
+        {
+            exit();
+        }
+    }
+
+    private void flushWhileOpen(final int vol) throws IOException
     {
         final long lsn = publishedLsn;
         final boolean remote = waitsForPartner() && lsn > durableLsn;
@@ -1277,6 +1324,12 @@ public final class SourceGroup implements AutoCloseable
         }
         closed = true;
         wakeAllWaiters();
+        // Writes and FLUSHes under way end soon (those waiting for the partner were just woken, and fail).
+        final long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
+        while (clientOperations.get() > 0 && System.nanoTime() < deadlineNs)
+        {
+            java.util.concurrent.locks.LockSupport.parkNanos(100_000);
+        }
         flushLogForcer.close();
         forceLog();
         for (final DirtyBitmap b : bitmaps)

@@ -749,6 +749,43 @@ class SourceGroupTest
         assertEquals(0, group.replayUnwritten(), "replayed once, then marked written");
     }
 
+    /**
+     * Closing a group (delete, switch, shutdown) while a client's sync write waits for the partner: the write fails
+     * with ESHUTDOWN before the log and bitmaps are unmapped (close waits for it), and later ones are refused.
+     */
+    @Test
+    void shouldFailAWaitingWriteAndRefuseNewOnesWhenClosed() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        group.linked(() -> { });
+        group.updateCurrent(1L << 30);
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final Thread writer = new Thread(() ->
+        {
+            try
+            {
+                export.write(4096, BufferUtil.allocateDirectAligned(4096, Slab.ALIGNMENT), 4096, false);
+            }
+            catch (final Throwable t)
+            {
+                failure.set(t);
+            }
+        });
+        writer.start();
+        writer.join(300);
+        assertTrue(writer.isAlive(), "a sync write waits for the partner's ACK");
+        group.close();
+        writer.join(TimeUnit.SECONDS.toMillis(5));
+        assertFalse(writer.isAlive());
+        assertTrue(failure.get() instanceof NbdErrorException e && e.errorCode() == NbdProtocol.NBD_ESHUTDOWN,
+            String.valueOf(failure.get()));
+        final NbdErrorException refused = assertThrows(NbdErrorException.class,
+            () -> export.write(0, pattern(1, 4096), 4096, false));
+        assertEquals(NbdProtocol.NBD_ESHUTDOWN, refused.errorCode());
+        assertThrows(NbdErrorException.class, export::flush);
+    }
+
     @Test
     void shouldMakeSyncWritesWaitForThePartnerOnlyWhileItIsCurrent() throws Exception
     {
