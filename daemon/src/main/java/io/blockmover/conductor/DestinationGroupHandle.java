@@ -193,6 +193,14 @@ final class DestinationGroupHandle
         return heldLsn();
     }
 
+    /**
+     * @return the regions of the records last dropped from the log, once, or null.
+     */
+    List<long[]> takeDroppedRegions()
+    {
+        return group.takeDroppedRegions();
+    }
+
     private void closeLingeringSession()
     {
         if (receiver != null)

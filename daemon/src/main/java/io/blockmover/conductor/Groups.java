@@ -908,6 +908,13 @@ final class Groups implements AutoCloseable
         }
         final Map<String, Object> opened = new LinkedHashMap<>();
         opened.put("held_lsn", handle.forceHeld());
+        final List<long[]> dropped = handle.takeDroppedRegions();
+        if (dropped != null)
+        {
+            // The regions of records this side dropped from its log (one was damaged there): a source that no
+            // longer holds them resends these regions, not every region.
+            opened.put("dropped_regions", dropped);
+        }
         // Features this destination offers the source; an older one sends none, and the source then refuses them.
         opened.put("verify", true);
         opened.put("settings", true);

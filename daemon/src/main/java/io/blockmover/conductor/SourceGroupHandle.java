@@ -409,6 +409,13 @@ final class SourceGroupHandle
                     "holds " + log.headLsn() + ".." + log.tailLsn() + " after this host's crash: the regions it was " +
                     "writing are resent (" + group.dirtyRegions() + " dirty)");
             }
+            else if (held < log.headLsn() - 1 && opened.get("dropped_regions") instanceof List<?> dropped &&
+                group.restartAfterPartnerDropped(held, dropped))
+            {
+                conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +
+                    "holds " + log.headLsn() + ".." + log.tailLsn() + ": it dropped records damaged in its log; " +
+                    "their regions and this log's are resent (" + group.dirtyRegions() + " dirty), not every region");
+            }
             else
             {
                 conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +

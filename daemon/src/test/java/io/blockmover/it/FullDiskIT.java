@@ -178,8 +178,9 @@ class FullDiskIT
      * A record damaged in the destination's own log (its disk or memory), found when the applier comes to it:
      * here the applier waits on a full file system while the record sits in the log, and a byte of it is changed
      * in the file. Before, the applier stopped there for good and the group had to be deleted and created again.
-     * Now the destination drops the record with every record after it, and the source sends them again (every
-     * region here, as it released them when the destination had them durably): the volumes end equal.
+     * Now the destination drops the record with every record after it, and the source sends them again: here it
+     * had released them (the destination had them durably), so it resends the regions the destination names for
+     * the records it dropped, not every region. The volumes end equal.
      */
     @Test
     void shouldDropARecordDamagedInTheDestinationsLogAndGetItAgain() throws Exception
@@ -211,6 +212,11 @@ class FullDiskIT
             .toString());
         assertTrue(testbed.log("site-b").contains("damaged in this host's log"), testbed.log("site-b"));
         assertTrue(testbed.log("site-b").contains("dropped from its log"), testbed.log("site-b"));
+        // The source had released the dropped records: it resends their regions (here the marker's one region,
+        // at 16 MiB), not the group's 24.
+        assertTrue(testbed.log("site-a").contains("it dropped records damaged in its log"), testbed.log("site-a"));
+        final long resent = number(testbed.group("site-a", name), "regions_resent");
+        assertTrue(resent >= 1 && resent <= 2, resent + " regions resent");
         GroupChecks.delete(testbed, name);
     }
 

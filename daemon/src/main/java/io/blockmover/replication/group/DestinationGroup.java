@@ -3,6 +3,7 @@ package io.blockmover.replication.group;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
@@ -58,6 +59,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile boolean dropRequested;
     private boolean dropForceFailed;
     private volatile long recordsDropped;
+    private volatile List<long[]> droppedRegions;
+    /**
+     * At most this many region ranges go to the source after a drop (about 20 KiB of the OPENED frame's 64 KiB);
+     * more, and it resends every region.
+     */
+    static final int MAX_DROPPED_RANGES = 1024;
     private volatile long applyFailures;
     /** Records that arrived damaged (payload CRC), over all sessions: each one ended its session. */
     final AtomicLong damagedRecords = new AtomicLong();
@@ -454,6 +461,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
             return 1;
         }
         final long dropped = log.tailLsn() - lsn + 1;
+        droppedRegions = regionsOfRecordsFromHead();
         synchronized (forceLock)
         {
             log.reset(lsn);
@@ -466,6 +474,62 @@ public final class DestinationGroup implements Agent, AutoCloseable
         dropRequested = false;
         damagedLsn = 0;
         return 1;
+    }
+
+    /**
+     * The regions the records from the log's head on write (their headers, which their own CRC covers, are
+     * intact: only the payload was found damaged), as ranges {volume, first region, last region}; null when there
+     * are too many ranges to send, or a header makes no sense. The source, which has usually released those
+     * records, resends these regions instead of every region. Allocates: a rare path.
+     */
+    private List<long[]> regionsOfRecordsFromHead()
+    {
+        final java.util.BitSet[] regions = new java.util.BitSet[volumes.length];
+        final RecordLog.Cursor records = log.newCursor();
+        while (records.next())
+        {
+            final int vol = records.volume();
+            if (vol < 0 || vol >= volumes.length || records.offset() < 0 ||
+                records.offset() + records.length() > config.volumes.get(vol).size)
+            {
+                return null;
+            }
+            if (regions[vol] == null)
+            {
+                regions[vol] = new java.util.BitSet();
+            }
+            final int first = (int)(records.offset() / config.regionLength);
+            final int last = (int)((records.offset() + Math.max(records.length(), 1) - 1) / config.regionLength);
+            regions[vol].set(first, last + 1);
+        }
+        final List<long[]> ranges = new java.util.ArrayList<>();
+        for (int vol = 0; vol < regions.length; vol++)
+        {
+            final java.util.BitSet bits = regions[vol];
+            int first = bits == null ? -1 : bits.nextSetBit(0);
+            while (first >= 0)
+            {
+                final int end = bits.nextClearBit(first);
+                if (ranges.size() == MAX_DROPPED_RANGES)
+                {
+                    return null;
+                }
+                ranges.add(new long[] {vol, first, end - 1});
+                first = bits.nextSetBit(end);
+            }
+        }
+        return ranges;
+    }
+
+    /**
+     * @return the regions of the records last dropped from the log, for the source's next OPEN, once; null when
+     *     none or unknown (the source then resends every region it no longer holds the records for).
+     */
+    public List<long[]> takeDroppedRegions()
+    {
+        final List<long[]> regions = droppedRegions;
+        droppedRegions = null;
+        return regions;
     }
 
     /**

@@ -3,6 +3,7 @@ package io.blockmover.replication.group;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
@@ -1141,6 +1142,55 @@ public final class SourceGroup implements AutoCloseable
         if (!hostCrashRecovery || partnerLsn < activity.settledLsn())
         {
             return false;
+        }
+        restartFrom(partnerLsn, false);
+        return true;
+    }
+
+    /**
+     * The partner dropped records from its log because one was damaged there, and holds less than this log's head:
+     * this host released those records (the partner had them durably). Every record it no longer holds is among
+     * the ones it dropped, whose regions it names, or still in this log: marking both dirty and continuing the
+     * sequence after both sides' highest resends those regions instead of every region.
+     *
+     * @param partnerLsn the highest LSN the partner holds.
+     * @param ranges     the partner's dropped regions, as {volume, first region, last region} lists.
+     * @return false when a range does not fit this group's volumes: call {@link #restartFrom(long)}.
+     */
+    public boolean restartAfterPartnerDropped(final long partnerLsn, final List<?> ranges)
+    {
+        for (final Object range : ranges)
+        {
+            if (!(range instanceof List<?> r) || r.size() != 3 || !(r.get(0) instanceof Number v) ||
+                !(r.get(1) instanceof Number first) || !(r.get(2) instanceof Number last) || v.intValue() < 0 ||
+                v.intValue() >= volumes.length || first.longValue() < 0 || last.longValue() < first.longValue() ||
+                last.longValue() >= regionCount(v.intValue()))
+            {
+                return false;
+            }
+        }
+        synchronized (appendLock)
+        {
+            for (final Object range : ranges)
+            {
+                final List<?> r = (List<?>)range;
+                final ConcurrentBitSet bits = bitmaps[((Number)r.get(0)).intValue()].bits();
+                for (long region = ((Number)r.get(1)).longValue(); region <= ((Number)r.get(2)).longValue(); region++)
+                {
+                    bits.set(region);
+                }
+            }
+            final RecordLog.Cursor records = log.newCursor();
+            while (records.next())
+            {
+                final ConcurrentBitSet bits = bitmaps[records.volume()].bits();
+                final long end = records.offset() + Math.max(records.length(), 1) - 1;
+                for (long region = records.offset() / config.regionLength; region <= end / config.regionLength;
+                    region++)
+                {
+                    bits.set(region);
+                }
+            }
         }
         restartFrom(partnerLsn, false);
         return true;

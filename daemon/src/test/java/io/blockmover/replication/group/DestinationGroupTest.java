@@ -192,6 +192,10 @@ class DestinationGroupTest
         assertEquals(1, log.tailLsn(), "holds LSN 1: the source sends LSN 2 on");
         assertTrue(log.isEmpty(), "LSN 1 was forced to the volume and released before the drop");
         assertEquals(1, group.appliedLsn());
+        final List<long[]> dropped = group.takeDroppedRegions();
+        assertEquals("[[0, 0, 0]]", dropped.stream().map(java.util.Arrays::toString).toList().toString(),
+            "LSNs 2 and 3 wrote region 0 of volume 0: the source resends it if it released them");
+        assertNull(group.takeDroppedRegions(), "once, for the next OPEN");
 
         lsn = 1;
         apply(4096, 0);

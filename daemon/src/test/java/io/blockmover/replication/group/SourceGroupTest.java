@@ -750,6 +750,32 @@ class SourceGroupTest
     }
 
     /**
+     * The partner dropped records damaged in its log and holds less than this log's head (this side released
+     * them): the regions it names and those of the records still here are resent, not every region.
+     */
+    @Test
+    void shouldResendTheRegionsThePartnerDroppedAndThisLogsNotEveryRegion() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        for (int i = 1; i <= 3; i++)
+        {
+            group.export(0).write((long)REGION * i, pattern(i, 4096), 4096, false);
+        }
+        final RecordLog.Cursor records = group.log().newCursor();
+        assertTrue(records.next() && records.next());
+        group.log().release(records.position()); // LSNs 1 and 2: the partner held them durably
+        assertFalse(group.restartAfterPartnerDropped(0, List.of(List.of(0, 1, 64))), "past the volume's regions");
+        assertFalse(group.restartAfterPartnerDropped(0, List.of(List.of(1, 0, 0))), "no volume 1");
+        assertEquals(0, group.dirtyRegions());
+
+        assertTrue(group.restartAfterPartnerDropped(0, List.of(List.of(0, 1, 2))));
+        assertEquals(3, group.dirtyRegions(), "1 and 2 it names, 3 still in this log");
+        assertTrue(group.dirty(0).get(1) && group.dirty(0).get(2) && group.dirty(0).get(3));
+        assertTrue(group.log().isEmpty(), "the sequence continues after both sides' highest");
+        assertEquals(3, group.durableLsn());
+    }
+
+    /**
      * Closing a group (delete, switch, shutdown) while a client's sync write waits for the partner: the write fails
      * with ESHUTDOWN before the log and bitmaps are unmapped (close waits for it), and later ones are refused.
      */
