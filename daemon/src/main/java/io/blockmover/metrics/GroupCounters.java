@@ -78,6 +78,9 @@ public final class GroupCounters implements AutoCloseable
         set(GroupMetric.RECORDS_RECEIVED, -1, -1, status.get("records_received"), 1);
         set(GroupMetric.RECORDS_APPLIED, -1, -1, status.get("records_applied"), 1);
         set(GroupMetric.ERRORS, -1, -1, status.get("checksum_failures"), 1);
+        set(GroupMetric.ACTIVITY_REGIONS, -1, -1, status.get("activity_regions"), 1);
+        set(GroupMetric.RECORDS_MENDED, -1, -1, status.get("records_mended"), 1);
+        set(GroupMetric.RECORDS_DROPPED, -1, -1, status.get("records_dropped"), 1);
         if (status.get("volumes") instanceof List<?> volumes)
         {
             for (int i = 0; i < volumes.size(); i++)

@@ -36,7 +36,13 @@ public enum GroupMetric
     LATENCY_P999(22, "latency_seconds", Kind.QUANTILE, 1e-9, "0.999"),
     LATENCY_COUNT(23, "latency_seconds_count", Kind.SUMMARY_COUNT, 1, ""),
     /** Not written today (see {@link GroupCounters}); the id stays reserved. */
-    LATENCY_SUM(24, "latency_seconds_sum", Kind.SUMMARY_SUM, 1e-9, "");
+    LATENCY_SUM(24, "latency_seconds_sum", Kind.SUMMARY_SUM, 1e-9, ""),
+    ACTIVITY_REGIONS(25, "activity_regions", Kind.GAUGE, 1,
+        "Regions in the source's activity log: what a crash of its host would resend."),
+    RECORDS_MENDED(26, "log_records_mended_total", Kind.COUNTER, 1,
+        "Records found damaged in the source's own log since the daemon started, mended from the volume."),
+    RECORDS_DROPPED(27, "log_records_dropped_total", Kind.COUNTER, 1,
+        "Records the destination dropped from its log since the daemon started, after one was damaged there.");
 
     /**
      * How a metric is exported.

@@ -38,6 +38,8 @@ class PrometheusWriterTest
         s.put("rpo_target_s", 30.0);
         s.put("rpo_target_exceeded", false);
         s.put("rpo_exceeded", false);
+        s.put("activity_regions", 7);
+        s.put("records_mended", 1);
         s.put("log", Map.of("used", 8192, "size", 67_108_864));
         s.put("volumes", List.of(Map.of("size", 1_048_576, "dirty_bytes", 65_536),
             Map.of("size", 2_097_152, "dirty_bytes", 0)));
@@ -69,6 +71,8 @@ class PrometheusWriterTest
                 assertTrue(text.contains("blockmover_group_rpo_seconds{" + labels + "} 1.5\n"), text);
                 assertTrue(text.contains("blockmover_group_rpo_target_seconds{" + labels + "} 30\n"), text);
                 assertTrue(text.contains("blockmover_group_writes_total{" + labels + "} 1234\n"), text);
+                assertTrue(text.contains("blockmover_group_activity_regions{" + labels + "} 7\n"), text);
+                assertTrue(text.contains("# TYPE blockmover_group_log_records_mended_total counter\n"), text);
                 assertTrue(text.contains("blockmover_group_volume_dirty_bytes{" + labels + ",volume=\"0\"} 65536\n"),
                     text);
                 assertTrue(text.contains("# TYPE blockmover_group_latency_seconds summary\n"), text);
