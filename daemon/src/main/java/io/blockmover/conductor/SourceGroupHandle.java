@@ -403,23 +403,23 @@ final class SourceGroupHandle
         if (held < log.headLsn() - 1 || held > log.tailLsn())
         {
             restart = true;
+            // Before a restart empties the log.
+            final String holdings = config.peer + " holds LSN " + held + ", this log holds " + log.headLsn() + ".." +
+                log.tailLsn();
             if (group.restartAfterHostCrash(held))
             {
-                conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +
-                    "holds " + log.headLsn() + ".." + log.tailLsn() + " after this host's crash: the regions it was " +
-                    "writing are resent (" + group.dirtyRegions() + " dirty)");
+                conductor.log("group " + config.name + ": " + holdings + " after this host's crash: the regions it " +
+                    "was writing are resent (" + group.dirtyRegions() + " dirty)");
             }
             else if (held < log.headLsn() - 1 && opened.get("dropped_regions") instanceof List<?> dropped &&
                 group.restartAfterPartnerDropped(held, dropped))
             {
-                conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +
-                    "holds " + log.headLsn() + ".." + log.tailLsn() + ": it dropped records damaged in its log; " +
+                conductor.log("group " + config.name + ": " + holdings + ": it dropped records damaged in its log; " +
                     "their regions and this log's are resent (" + group.dirtyRegions() + " dirty), not every region");
             }
             else
             {
-                conductor.log("group " + config.name + ": " + config.peer + " holds LSN " + held + ", this log " +
-                    "holds " + log.headLsn() + ".." + log.tailLsn() + ": continuity lost, every region will be " +
+                conductor.log("group " + config.name + ": " + holdings + ": continuity lost, every region will be " +
                     "resent");
                 group.restartFrom(held);
                 if (config.seeding)
