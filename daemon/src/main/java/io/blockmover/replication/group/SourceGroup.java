@@ -5,8 +5,10 @@ import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
 import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
@@ -107,8 +109,7 @@ public final class SourceGroup implements AutoCloseable
 
     /** Longest {@link #close} waits for client writes and FLUSHes under way to end. */
     private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
-    private final java.util.concurrent.atomic.AtomicInteger clientOperations =
-        new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger clientOperations = new AtomicInteger();
     final AtomicLong writes = new AtomicLong();
     final AtomicLong bytesWritten = new AtomicLong();
     final AtomicLong untrackedByLog = new AtomicLong();
@@ -1378,7 +1379,7 @@ public final class SourceGroup implements AutoCloseable
         final long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
         while (clientOperations.get() > 0 && System.nanoTime() < deadlineNs)
         {
-            java.util.concurrent.locks.LockSupport.parkNanos(100_000);
+            LockSupport.parkNanos(100_000);
         }
         flushLogForcer.close();
         forceLog();
