@@ -191,15 +191,7 @@ final class SourceGroupHandle
         for (int i = 0; i < config.volumes.size(); i++)
         {
             final long regions = (config.volumes.get(i).size + config.regionLength - 1) / config.regionLength;
-            try (DirtyBitmap bitmap = DirtyBitmap.createAllDirty(dir.resolve("bitmap." + i), regions,
-                config.regionLength))
-            {
-                if (!dirty)
-                {
-                    bitmap.bits().clearAll();
-                }
-                bitmap.force();
-            }
+            DirtyBitmap.create(dir.resolve("bitmap." + i), regions, config.regionLength, dirty).close();
         }
     }
 

@@ -97,9 +97,7 @@ public final class ActivityLog implements AutoCloseable
                 }
                 else
                 {
-                    hot[i] = DirtyBitmap.createAllDirty(file, regionCounts[i], regionLength);
-                    hot[i].bits().clearAll();
-                    hot[i].force();
+                    hot[i] = DirtyBitmap.create(file, regionCounts[i], regionLength, false);
                 }
             }
             long settled = 0;

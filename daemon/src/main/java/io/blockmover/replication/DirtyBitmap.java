@@ -72,6 +72,22 @@ public final class DirtyBitmap implements AutoCloseable
      */
     public static DirtyBitmap createAllDirty(final Path path, final long regionCount, final int regionLength)
     {
+        return create(path, regionCount, regionLength, true);
+    }
+
+    /**
+     * Creates a bitmap file with every bit set or every bit clear, written to a temporary name and renamed, so a
+     * crash never leaves a half-made file behind.
+     *
+     * @param path         of the file.
+     * @param regionCount  number of regions.
+     * @param regionLength bytes in a region.
+     * @param dirty        whether every bit is set.
+     * @return the open bitmap.
+     */
+    public static DirtyBitmap create(final Path path, final long regionCount, final int regionLength,
+        final boolean dirty)
+    {
         final Path tmp = path.resolveSibling(path.getFileName() + ".tmp");
         try
         {
@@ -87,7 +103,10 @@ public final class DirtyBitmap implements AutoCloseable
                 header.putInt(8, VERSION);
                 header.putInt(12, regionLength);
                 header.putLong(16, regionCount);
-                new ConcurrentBitSet(header, HEADER_LENGTH, regionCount).setAll();
+                if (dirty)
+                {
+                    new ConcurrentBitSet(header, HEADER_LENGTH, regionCount).setAll();
+                }
                 mapped.force();
                 IoUtil.unmap(mapped);
             }

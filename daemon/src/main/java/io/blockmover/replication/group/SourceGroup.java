@@ -1170,28 +1170,18 @@ public final class SourceGroup implements AutoCloseable
                 return false;
             }
         }
-        synchronized (appendLock)
+        for (final Object range : ranges)
         {
-            for (final Object range : ranges)
-            {
-                final List<?> r = (List<?>)range;
-                final ConcurrentBitSet bits = bitmaps[((Number)r.get(0)).intValue()].bits();
-                for (long region = ((Number)r.get(1)).longValue(); region <= ((Number)r.get(2)).longValue(); region++)
-                {
-                    bits.set(region);
-                }
-            }
-            final RecordLog.Cursor records = log.newCursor();
-            while (records.next())
-            {
-                final ConcurrentBitSet bits = bitmaps[records.volume()].bits();
-                final long end = records.offset() + Math.max(records.length(), 1) - 1;
-                for (long region = records.offset() / config.regionLength; region <= end / config.regionLength;
-                    region++)
-                {
-                    bits.set(region);
-                }
-            }
+            final List<?> r = (List<?>)range;
+            markForResync(((Number)r.get(0)).intValue(), ((Number)r.get(1)).intValue(),
+                ((Number)r.get(2)).intValue());
+        }
+        final RecordLog.Cursor records = log.newCursor();
+        while (records.next())
+        {
+            final long end = records.offset() + Math.max(records.length(), 1) - 1;
+            markForResync(records.volume(), (int)(records.offset() / config.regionLength),
+                (int)(end / config.regionLength));
         }
         restartFrom(partnerLsn, false);
         return true;
