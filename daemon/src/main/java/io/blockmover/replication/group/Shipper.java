@@ -105,7 +105,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         this.restartPending = restart;
         this.flushSentLsn = partnerLsn;
         this.acked = partnerLsn;
-        this.durable = group.durableLsn();
+        // What the partner holds, not what the group last heard was durable: a partner that dropped records damaged
+        // in its log holds less than it once said (see onStart).
+        this.durable = partnerLsn;
         final long now = clock.nanoTime();
         this.lastSendNs = now;
         this.lastReceiveNs = now;
@@ -168,10 +170,11 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         // Records made durable in an earlier session may still fill the log: release them now, or a resync that
         // waits for log space (and sends nothing that would bring a DURABLE) waits forever. What the partner holds
         // is durable there (it forces its log before answering OPEN), including records whose DURABLE the last
-        // session never delivered: release by that, not only by the DURABLE frames seen so far.
-        durable = Math.max(durable, acked);
+        // session never delivered: release by that, not only by the DURABLE frames seen so far. Only by that: a
+        // partner that dropped records damaged in its log holds less than an earlier session's DURABLE said, and the
+        // records it dropped must stay here until they are sent again and made durable there once more.
         releasePending = true;
-        group.partnerProgress(acked, durable);
+        group.partnerHolds(acked);
         // Sync writes wait for their record's ACK, so the wake-up of this agent to send it was on their path: on
         // a core shared with the client, the record left only when the writer blocked in its own volume write.
         // An async group's writes leave sending to this agent, which the rate limit paces.

@@ -930,6 +930,26 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
+     * A session starts: the partner holds exactly this, durably (it forces its log before answering OPEN). Usually
+     * more than the group heard of; less when the partner dropped records damaged in its log: those are no longer
+     * durable there, so a FLUSH waits for them again and {@link #isInSync} says no until they are resent. Shipper
+     * thread, before it sends.
+     *
+     * @param held the highest LSN the partner holds.
+     */
+    void partnerHolds(final long held)
+    {
+        synchronized (progress)
+        {
+            ackedLsn = held;
+            durableLsn = held;
+        }
+        ackWaiters.signal(ackedLsn);
+        durableWaiters.signal(durableLsn);
+        resolveDeferred();
+    }
+
+    /**
      * @param failing what the partner said last: its applier cannot write its volumes. Shipper thread.
      */
     void partnerApplyFailing(final boolean failing)

@@ -657,6 +657,33 @@ class SourceGroupTest
     }
 
     /**
+     * A partner that dropped records damaged in its log, yet holds at least what precedes this log's head, gets them
+     * again from this log. An earlier session heard they were durable there; they are not any more: the shipper
+     * must keep them until they are resent and durable again, and a FLUSH must wait for that. It used to start from
+     * the group's durable LSN and release them at once, so a break before the resend made the next session resend
+     * every region, and a FLUSH meanwhile counted records the partner no longer held.
+     */
+    @Test
+    void shouldKeepRecordsThePartnerDroppedUntilTheyAreDurableThereAgain() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        for (int i = 1; i <= 4; i++)
+        {
+            group.export(0).write((long)REGION * i, pattern(i, 4096), 4096, false);
+        }
+        group.partnerProgress(4, 4); // An earlier session's DURABLE 4, before its shipper released anything.
+
+        final Shipper shipper = new Shipper(group, new NullFrameConnection(), 2, 1, false, () -> 0, 1000,
+            Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals(2, group.log().headLsn(), "LSN 1 released, 2 to 4 kept to be resent");
+        assertEquals(1, group.durableLsn(), "the partner holds LSN 1 only");
+        assertFalse(group.isInSync());
+        shipper.onClose();
+    }
+
+    /**
      * @return a shipper over a connection that never answers, on the given clock, started.
      */
     private Shipper startedShipperWithAckTimeout(final long[] now, final long ackTimeoutNs)
