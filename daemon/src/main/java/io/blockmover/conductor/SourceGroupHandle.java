@@ -828,8 +828,9 @@ final class SourceGroupHandle
         {
             conductor.error("group " + config.name + ": " + (mended - recordsMendedLogged) + " record(s) of this " +
                 "host's log " + group.log().path() + " were found damaged (CRC32C mismatch) when " + config.peer +
-                " asked for them again; each was mended from its volume and its regions are being resent (" + mended +
-                " since start: the disk or memory under the log changes what was written; check them)");
+                " asked for them again; each was mended (a write's from its volume, its regions being resent; a " +
+                "verify's voided, its region compared again) (" + mended + " since start: the disk or memory under " +
+                "the log changes what was written; check them)");
             recordsMendedLogged = mended;
         }
         final double rpoSeconds = GroupStatus.rpoSeconds(group);

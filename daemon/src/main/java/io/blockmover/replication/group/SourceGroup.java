@@ -481,13 +481,18 @@ public final class SourceGroup implements AutoCloseable
      *
      * @param record a cursor on the damaged record.
      * @return false when the record cannot be mended yet: its local volume write has not finished (its flags may
-     *     still change, and the volume may not hold it yet), or it carries digests rather than a volume's bytes.
+     *     still change, and the volume may not hold it yet).
      * @throws IOException when the volume cannot be read.
      */
     boolean mendDamagedRecord(final RecordLog.Cursor record) throws IOException
     {
         final int flags = record.flags();
-        if ((flags & RECORD_WRITTEN) == 0 || (flags & VerifyRecord.RECORD_VERIFY) != 0)
+        if ((flags & VerifyRecord.RECORD_VERIFY) != 0)
+        {
+            voidDamagedVerifyRecord(record);
+            return true;
+        }
+        if ((flags & RECORD_WRITTEN) == 0)
         {
             return false;
         }
@@ -503,6 +508,25 @@ public final class SourceGroup implements AutoCloseable
         log.rewritePayload(record.position(), bytes);
         recordsMended.incrementAndGet();
         return true;
+    }
+
+    /**
+     * A VERIFY record carries digests of its region at its point of the write history, which cannot be taken again
+     * later (the region may have been written since, and the partner would report a difference that is not). Its
+     * payload becomes zeros, job id 0: the partner neither compares nor answers such a record, and it keeps the LSN
+     * sequence whole. The running verify compares the region again, at a new point ({@link Verifier#voided}):
+     * before, this record was sent damaged again and again, every session ended on it, and the group never
+     * replicated again. Shipper thread; allocates (a rare path).
+     */
+    private void voidDamagedVerifyRecord(final RecordLog.Cursor record)
+    {
+        log.rewritePayload(record.position(), ByteBuffer.allocateDirect(record.length()));
+        recordsMended.incrementAndGet();
+        final Verifier v = verifier;
+        if (v != null)
+        {
+            v.voided(record.volume(), record.offset());
+        }
     }
 
     private void flush(final int vol) throws IOException
@@ -875,6 +899,15 @@ public final class SourceGroup implements AutoCloseable
          * @param payload its payload, position 0..limit.
          */
         void onResult(io.blockmover.protocol.FrameHeader header, ByteBuffer payload);
+
+        /**
+         * A VERIFY record was found damaged in this host's log and voided: no result will come for it, so the job
+         * it belongs to, if it still runs, compares its region again. On the shipper's thread.
+         *
+         * @param volume the record's volume.
+         * @param offset the record's offset: its region's first byte.
+         */
+        void voided(int volume, long offset);
     }
 
     /**

@@ -49,7 +49,8 @@ public final class DestinationVerifier
     }
 
     /**
-     * Compares this side's copy of a region with a VERIFY record's digests and queues the result. Applier thread.
+     * Compares this side's copy of a region with a VERIFY record's digests and queues the result; a record of job
+     * id 0 is passed over. Applier thread.
      *
      * @param lsn     the record's LSN.
      * @param volume  the record's volume index.
@@ -62,6 +63,12 @@ public final class DestinationVerifier
         final Volume target, final ByteBuffer buffer)
     {
         final long jobId = payload.remaining() >= VerifyRecord.DIGESTS_OFFSET ? record.jobId(payload) : 0;
+        if (jobId == 0)
+        {
+            // Voided by the source (it found the record damaged in its own log and compares the region again), or
+            // no job's: an answer would belong to nobody, and a comparison would count a difference that is not.
+            return;
+        }
         int status = VerifyRecord.STATUS_COMPARED;
         long mask;
         if (record.check(payload, regionLength) != null || offset % regionLength != 0 ||

@@ -5,6 +5,8 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.agrona.BufferUtil;
@@ -27,6 +29,9 @@ import io.blockmover.replication.log.RecordLog;
  * the ordered stream, fenced against writes, while the scan goes on: every different region is repaired, however
  * many there are (the list of ranges kept for the report is bounded, the repair is not). That is also how a
  * seeded group's initial sync runs: compare everything, resend what differs.
+ * <p>
+ * A VERIFY record found damaged in the source's own log is voided there (see {@link SourceGroup}): its region is
+ * compared again, at a later point of the write history, so the job still compares every region once.
  */
 public final class SourceVerifier implements SourceGroup.Verifier
 {
@@ -57,6 +62,12 @@ public final class SourceVerifier implements SourceGroup.Verifier
     private volatile long startRegion;
     private volatile long answeredThrough = -1;
     private final AtomicLong markedDirty = new AtomicLong();
+    // Regions (counted across volumes) whose record was voided: to log again (resyncer), and awaiting a result,
+    // so that answeredThrough never passes one (shipper; the resyncer removes one it finds dirty). Rare: allocates.
+    private final ConcurrentLinkedQueue<Long> toCompareAgain = new ConcurrentLinkedQueue<>();
+    private final ConcurrentSkipListSet<Long> comparingAgain = new ConcurrentSkipListSet<>();
+    private volatile long issuedThrough = -1;
+    private volatile long highestAnswered = -1;
     private long nextRegionNs;
     private long runningJob;
     private int volume;
@@ -129,6 +140,10 @@ public final class SourceVerifier implements SourceGroup.Verifier
         this.repair = repair;
         this.startRegion = Math.max(0, fromRegion);
         this.answeredThrough = fromRegion - 1;
+        this.issuedThrough = fromRegion - 1;
+        this.highestAnswered = fromRegion - 1;
+        toCompareAgain.clear();
+        comparingAgain.clear();
         markedDirty.set(0);
         regionIntervalNs = maxRateBytes > 0 ? (long)(config.regionLength * 1e9 / maxRateBytes) : 0;
         synchronized (mismatches)
@@ -157,7 +172,7 @@ public final class SourceVerifier implements SourceGroup.Verifier
     public int doWork()
     {
         final long job = jobId;
-        if (job == 0 || scanDone)
+        if (job == 0 || failure != null || (scanDone && toCompareAgain.isEmpty()))
         {
             return 0;
         }
@@ -181,6 +196,15 @@ public final class SourceVerifier implements SourceGroup.Verifier
                 return 0;
             }
             nextRegionNs = Math.max(nextRegionNs + intervalNs, nowNs - intervalNs);
+        }
+        final Long again = toCompareAgain.peek();
+        if (again != null)
+        {
+            return compareAgain(again);
+        }
+        if (scanDone)
+        {
+            return 0;
         }
         while (volume < config.volumes.size() && region >= regions(volume))
         {
@@ -216,10 +240,70 @@ public final class SourceVerifier implements SourceGroup.Verifier
         }
         else
         {
+            issuedThrough = regionsBefore(volume) + region;
             issued.incrementAndGet();
         }
         region++;
         return 1;
+    }
+
+    /**
+     * Logs a VERIFY record again for a region whose first one was voided. It still counts as issued (once): its
+     * answer is the one outstanding, so the job is not done before it.
+     */
+    private int compareAgain(final long index)
+    {
+        int vol = 0;
+        long r = index;
+        while (r >= regions(vol))
+        {
+            r -= regions(vol);
+            vol++;
+        }
+        final long lsn;
+        try
+        {
+            lsn = group.appendFencedRegion(vol, r, regionBuffer, payload, VerifyRecord.RECORD_VERIFY, digester);
+        }
+        catch (final IOException ex)
+        {
+            failure = "cannot read " + config.volumes.get(vol).source + " at region " + r + ": " + ex.getMessage();
+            scanDone = true;
+            return 0;
+        }
+        if (lsn == RecordLog.NO_SPACE)
+        {
+            return 0;
+        }
+        toCompareAgain.poll();
+        if (lsn == SourceGroup.REGION_DIRTY)
+        {
+            // Being resent: skipped like any dirty region, and no answer is awaited any more.
+            comparingAgain.remove(index);
+            skipped.incrementAndGet();
+            issued.decrementAndGet();
+        }
+        return 1;
+    }
+
+    @Override
+    public void voided(final int vol, final long offset)
+    {
+        if (jobId == 0 || vol < 0 || vol >= config.volumes.size())
+        {
+            return;
+        }
+        final long index = regionsBefore(vol) + offset / config.regionLength;
+        // Only a record of this job still waiting for its answer: one the scan logged, which nothing after it has
+        // been answered for yet (the partner drops everything after a damaged record), or one logged again. One of
+        // an earlier job is nobody's now. The partner answers a voided record with nothing.
+        final boolean loggedAgain = comparingAgain.contains(index) && !toCompareAgain.contains(index);
+        if ((loggedAgain || (index > highestAnswered && index <= issuedThrough)) && issued.get() > answered.get())
+        {
+            comparingAgain.add(index);
+            toCompareAgain.add(index);
+            answeredThrough = Math.min(answeredThrough, index - 1);
+        }
     }
 
     private long regionsBefore(final int vol)
@@ -276,8 +360,16 @@ public final class SourceVerifier implements SourceGroup.Verifier
             }
         }
         // Results come back in LSN order, which is scan order: everything before this region has been answered
-        // (or was dirty and skipped), so a job cut short resumes after it.
-        answeredThrough = regionsBefore(vol) + regionIndex;
+        // (or was dirty and skipped), so a job cut short resumes after it; except a region compared again, whose
+        // answer comes after those of the regions after it.
+        final long index = regionsBefore(vol) + regionIndex;
+        highestAnswered = Math.max(highestAnswered, index);
+        if (!comparingAgain.isEmpty())
+        {
+            comparingAgain.remove(index);
+        }
+        answeredThrough = comparingAgain.isEmpty() ? highestAnswered :
+            Math.min(highestAnswered, comparingAgain.first() - 1);
         lastResultNs = System.nanoTime();
         answered.incrementAndGet();
     }

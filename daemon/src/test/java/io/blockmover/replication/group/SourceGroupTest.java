@@ -22,6 +22,8 @@ import io.blockmover.io.Volume;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.verify.SourceVerifier;
+import io.blockmover.replication.verify.VerifyRecord;
 import io.blockmover.transport.NullFrameConnection;
 
 import static io.blockmover.Await.awaitTrue;
@@ -322,6 +324,70 @@ class SourceGroupTest
         assertEquals(1, group.dirtyRegions());
         assertTrue(group.dirty(0).get(1), "the damaged record's region is resynced");
         shipper.onClose();
+    }
+
+    /**
+     * A VERIFY record damaged in the source's own log cannot be mended from the volume: its digests belong to a
+     * past point of the history. It used to be sent damaged again and again, and the group never replicated again.
+     * It is now voided (zeros, job id 0: the partner passes over it) and its region is compared again, later.
+     */
+    @Test
+    void shouldVoidAVerifyRecordDamagedInItsOwnLogAndCompareItsRegionAgain() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NackingPartner connection = new NackingPartner();
+        final Shipper shipper =
+            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        final SourceVerifier verifier = new SourceVerifier(group);
+        group.verifier(verifier);
+        verifier.start(81);
+        for (int i = 0; i < 3; i++)
+        {
+            assertEquals(1, verifier.doWork()); // Regions 0, 1 and 2: LSNs 1, 2 and 3.
+        }
+        shipper.doWork();
+        assertEquals(3, connection.sent.size());
+        verifier.onResult(verifyResult(1, 0), verifyResultPayload(81));
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        assertTrue(cursor.next() && cursor.next());
+        final ByteBuffer inLog = cursor.payload();
+        final int length = inLog.remaining();
+        inLog.put(inLog.position() + VerifyRecord.DIGESTS_OFFSET, (byte)~inLog.get(inLog.position() +
+            VerifyRecord.DIGESTS_OFFSET));
+        connection.sent.clear();
+        connection.payloads.clear();
+        connection.nack(2);
+        shipper.doWork();
+        assertEquals("[2 crc-ok, 3 crc-ok]", describeSent(connection.sent), "sent again, whole");
+        assertArrayEquals(new byte[length], connection.payloads.get(0), "voided: job id 0, nothing to compare");
+        assertEquals(1, group.recordsMended.get());
+        assertEquals(0, group.dirtyRegions(), "digests only: no region to resend");
+
+        verifier.onResult(verifyResult(3, 2), verifyResultPayload(81));
+        assertEquals(0, verifier.answeredThrough(), "region 1 is still to be compared");
+        assertEquals(1, verifier.doWork(), "region 1 logged again");
+        shipper.doWork();
+        assertEquals(4, connection.sent.get(connection.sent.size() - 1)[0]);
+        verifier.onResult(verifyResult(4, 1), verifyResultPayload(81));
+        assertEquals(3, verifier.compared());
+        assertEquals(2, verifier.answeredThrough());
+        assertEquals(0, verifier.outstanding());
+        assertEquals(0, verifier.staleResults());
+        shipper.onClose();
+    }
+
+    private static FrameHeader verifyResult(final long lsn, final long region)
+    {
+        return new FrameHeader().reset(FrameType.VERIFY_RESULT).volumeId(0).sequence(lsn).offset(region * REGION)
+            .aux(0).payloadLength(VerifyRecord.RESULT_LENGTH).seal();
+    }
+
+    private static ByteBuffer verifyResultPayload(final long jobId)
+    {
+        return ByteBuffer.allocate(VerifyRecord.RESULT_LENGTH).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+            .putLong(0, jobId).putInt(VerifyRecord.RESULT_STATUS_OFFSET, VerifyRecord.STATUS_COMPARED);
     }
 
     private static String describeSent(final List<long[]> sent)

@@ -314,6 +314,8 @@ class SourceVerifierTest
             Files.write(file, bytes);
             verifier.check(11, 0, 2L * REGION, payload, volume, scratch);
             verifier.check(12, 0, 3L * REGION + 4096, payload, volume, scratch);
+            // Voided by the source (damaged in its log): zeros, job id 0, passed over without an answer.
+            verifier.check(13, 0, 2L * REGION, ByteBuffer.allocate(payload.limit()), volume, scratch);
         }
         assertEquals(3, verifier.regionsChecked());
         assertEquals(2, verifier.regionsDifferent());
