@@ -758,13 +758,13 @@ final class SourceGroupHandle
     }
 
     /**
-     * Housekeeping: make log space the partner has released reusable (a flush, kept off the data path).
+     * Housekeeping: make log space the partner has released reusable (a flush, kept off the data path), when due.
      */
     void reclaimLogSpace()
     {
         if (group != null)
         {
-            group.reclaimLogSpace();
+            group.reclaimLogSpaceWhenDue();
         }
     }
 

@@ -49,6 +49,8 @@ public final class SourceGroup implements AutoCloseable
     /** {@link #appendFencedRegion}: the region is dirty, its resend is pending. */
     public static final long REGION_DIRTY = -2;
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
+    /** Housekeeping reclaims log space at most this often while half the log or more is free. */
+    static final long RECLAIM_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
     /** Writers waiting at once with targeted wake-ups: NBD workers plus connection readers, with room to spare. */
     private static final int WAITER_SLOTS = 64;
     /** Sync writes waiting for the partner's ACK with no thread held: 16 NBD connections at queue depth 16. */
@@ -612,6 +614,29 @@ public final class SourceGroup implements AutoCloseable
             log.persistHead();
         }
         return true;
+    }
+
+    /**
+     * Housekeeping's {@link #reclaimLogSpace}: only once less than half the log is free for appends, or a second
+     * after the head was last persisted. Each reclaim is a device flush; run on every housekeeping tick (ten a
+     * second) under a steady write load, they stalled this host's disk: with the partner on another disk, 16 KiB
+     * writes at queue depth 16 had a p99 of 13-21 ms against 5-7 ms without them. The price is replay after a
+     * crash: recovery reads from the persisted head, so up to a second of records the partner already holds
+     * (or half the log) is read again and skipped. Appends and resync still reclaim at once when out of room.
+     *
+     * @return whether space was reclaimed.
+     */
+    public boolean reclaimLogSpaceWhenDue()
+    {
+        synchronized (forceLock)
+        {
+            if (log.freeBytes() >= log.capacity() / 2 &&
+                System.nanoTime() - log.headPersistedNs() < RECLAIM_INTERVAL_NS)
+            {
+                return false;
+            }
+        }
+        return reclaimLogSpace();
     }
 
     private static boolean anyInFlight(final AtomicIntegerArray counts, final int first, final int last)

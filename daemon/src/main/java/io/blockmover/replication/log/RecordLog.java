@@ -682,6 +682,15 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
+     * @return System.nanoTime() when the head was last written to the file (by a force or {@link #persistHead}).
+     *     Call under the lock that serializes forces.
+     */
+    public long headPersistedNs()
+    {
+        return headPersistedNs;
+    }
+
+    /**
      * @return the position up to which records are durable: the tail as of the last {@link #force} or
      * {@link #forceRecords}. Call from the thread that forces, or under the lock that serializes forces.
      */

@@ -750,6 +750,51 @@ class SourceGroupTest
     }
 
     /**
+     * Housekeeping makes released log space reusable (a device flush) only when it is due: below half free, or a
+     * second after the head was last persisted. On every tick, ten flushes a second stalled this host's disk.
+     */
+    @Test
+    void shouldReclaimLogSpaceFromHousekeepingOnlyWhenDue() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final RecordLog log = group.log();
+        int lsn = 0;
+        while (log.freeBytes() >= log.capacity() / 4)
+        {
+            group.export(0).write(4096L * (lsn++ % 64), pattern(lsn, 4096), 4096, false);
+        }
+        releaseEveryRecord();
+        assertTrue(group.reclaimLogSpaceWhenDue(), "less than half the log free: at once");
+        assertEquals(log.capacity(), log.freeBytes());
+
+        for (int i = 0; i < 4; i++)
+        {
+            group.export(0).write(4096L * i, pattern(i, 4096), 4096, false);
+        }
+        releaseEveryRecord();
+        final long free = log.freeBytes();
+        assertFalse(group.reclaimLogSpaceWhenDue(), "more than half free, persisted just now: not yet");
+        assertEquals(free, log.freeBytes());
+        awaitTrue("a second after the last time", group::reclaimLogSpaceWhenDue);
+        assertEquals(log.capacity(), log.freeBytes());
+        group.export(0).write(0, pattern(9, 4096), 4096, false);
+        releaseEveryRecord();
+        assertFalse(group.reclaimLogSpaceWhenDue());
+        assertTrue(group.reclaimLogSpace(), "an append out of room reclaims whenever there is released space");
+    }
+
+    private void releaseEveryRecord()
+    {
+        final RecordLog.Cursor records = group.log().newCursor();
+        long last = -1;
+        while (records.next())
+        {
+            last = records.position();
+        }
+        group.log().release(last);
+    }
+
+    /**
      * @return a shipper over a connection that never answers, on the given clock, started.
      */
     private Shipper startedShipperWithAckTimeout(final long[] now, final long ackTimeoutNs)
