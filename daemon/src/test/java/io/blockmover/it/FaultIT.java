@@ -151,6 +151,51 @@ class FaultIT
         }
     }
 
+    /**
+     * A verify's record damaged in the source's own log: its digests cannot be mended from the volume, and before
+     * the fix it was sent damaged again and again, and the group never replicated again. The source now voids it
+     * and compares the region again: the verify compares every region and finds the volumes identical, and the
+     * group replicates on. The records wait behind a 1 KiB/s limit on the async group's shipping while the test
+     * damages one in the log file.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void shouldVoidAVerifyRecordDamagedInTheSourcesOwnLogAndCompareItsRegionAgain() throws Exception
+    {
+        try (Testbed testbed = Testbed.up("groupvoid", "--loopback", "--set", "reconnect.max.interval=1s"))
+        {
+            final long size = 8L * MIB;
+            final Path source = Volumes.random(testbed.dir.resolve("gvoid-src.img"), size, 31);
+            final Path destination = Volumes.zeros(testbed.dir.resolve("gvoid-dst.img"), size);
+            final Map<String, Object> created = GroupChecks.create(testbed, "gvoid",
+                "--volume", source + "=" + destination, "--mode", "async", "--log-size", "16m");
+            GroupChecks.awaitReplicated(testbed, "gvoid", 60);
+            testbed.cli("site-a", "peer", "set", "site-b", "--max-rate", "1k").expect(0);
+            try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
+            {
+                // Runs the peer's bucket about 1000 s into debt: every record after it waits in the log.
+                assertEquals(0, client.write(0, new byte[(int)MIB]));
+            }
+            final Map<String, Object> started =
+                (Map<String, Object>)testbed.call("site-a", "group-verify", Map.of("name", "gvoid"));
+            GroupChecks.damageVerifyRecord(testbed, "site-a", "gvoid", GroupChecks.number(started, "job"));
+            testbed.cli("site-a", "peer", "set", "site-b", "--max-rate", "0").expect(0);
+
+            final Map<String, Object>[] job = new Map[] {started};
+            Testbed.await("the verify to end", 60, () ->
+            {
+                job[0] = (Map<String, Object>)testbed.call("site-a", "group-verify-status", Map.of("name", "gvoid"));
+                return !"verifying".equals(job[0].get("state"));
+            });
+            assertEquals("identical", job[0].get("result"), job[0].toString());
+            assertEquals(size / MIB, GroupChecks.number(job[0], "regions_compared"), job[0].toString());
+            final Map<String, Object> status = GroupChecks.awaitReplicated(testbed, "gvoid", 60);
+            assertEquals(1, GroupChecks.number(status, "records_mended"), status.toString());
+            GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
+            GroupChecks.delete(testbed, "gvoid");
+        }
+    }
+
     @Test
     void shouldRefuseAPeerWithTheWrongKeyAndWriteNothing() throws Exception
     {

@@ -208,4 +208,32 @@ final class GroupChecks
         }
         throw new AssertionError("the marked record is not in " + log);
     }
+
+    /**
+     * Flips a bit of the first digest of a VERIFY record of the given job in a group's log file at a site, as its
+     * disk or memory might: found by its payload's first bytes, the job id (little endian).
+     */
+    static void damageVerifyRecord(final Testbed testbed, final String site, final String name, final long jobId)
+        throws IOException
+    {
+        final Path log;
+        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir.resolve(site)))
+        {
+            log = files.filter(f -> f.endsWith(Path.of(name, "log"))).findFirst().orElseThrow();
+        }
+        final byte[] id = ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(0, jobId).array();
+        final byte[] all = Files.readAllBytes(log);
+        for (int i = 0; i + 28 <= all.length; i++)
+        {
+            if (Arrays.equals(all, i, i + 8, id, 0, 8))
+            {
+                try (FileChannel channel = FileChannel.open(log, StandardOpenOption.WRITE))
+                {
+                    channel.write(ByteBuffer.wrap(new byte[] {(byte)~all[i + 24]}), i + 24);
+                }
+                return;
+            }
+        }
+        throw new AssertionError("no VERIFY record of job " + jobId + " in " + log);
+    }
 }
