@@ -188,21 +188,14 @@ final class GroupChecks
     static void damageMarkedRecord(final Testbed testbed, final String site, final String name, final byte[] block)
         throws IOException
     {
-        final Path log;
-        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir.resolve(site)))
-        {
-            log = files.filter(f -> f.endsWith(Path.of(name, "log"))).findFirst().orElseThrow();
-        }
+        final Path log = groupLog(testbed, site, name);
         final byte[] all = Files.readAllBytes(log);
         final int length = 1024;
         for (int i = 0; i + length <= all.length; i++)
         {
             if (Arrays.equals(all, i, i + length, block, 0, length))
             {
-                try (FileChannel channel = FileChannel.open(log, StandardOpenOption.WRITE))
-                {
-                    channel.write(ByteBuffer.wrap(new byte[] {(byte)~all[i + 1000]}), i + 1000);
-                }
+                flipByte(log, i + 1000, all[i + 1000]);
                 return;
             }
         }
@@ -216,24 +209,33 @@ final class GroupChecks
     static void damageVerifyRecord(final Testbed testbed, final String site, final String name, final long jobId)
         throws IOException
     {
-        final Path log;
-        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir.resolve(site)))
-        {
-            log = files.filter(f -> f.endsWith(Path.of(name, "log"))).findFirst().orElseThrow();
-        }
+        final Path log = groupLog(testbed, site, name);
         final byte[] id = ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(0, jobId).array();
         final byte[] all = Files.readAllBytes(log);
         for (int i = 0; i + 28 <= all.length; i++)
         {
             if (Arrays.equals(all, i, i + 8, id, 0, 8))
             {
-                try (FileChannel channel = FileChannel.open(log, StandardOpenOption.WRITE))
-                {
-                    channel.write(ByteBuffer.wrap(new byte[] {(byte)~all[i + 24]}), i + 24);
-                }
+                flipByte(log, i + 24, all[i + 24]);
                 return;
             }
         }
         throw new AssertionError("no VERIFY record of job " + jobId + " in " + log);
+    }
+
+    private static Path groupLog(final Testbed testbed, final String site, final String name) throws IOException
+    {
+        try (java.util.stream.Stream<Path> files = Files.walk(testbed.dir.resolve(site)))
+        {
+            return files.filter(f -> f.endsWith(Path.of(name, "log"))).findFirst().orElseThrow();
+        }
+    }
+
+    private static void flipByte(final Path file, final long at, final byte was) throws IOException
+    {
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE))
+        {
+            channel.write(ByteBuffer.wrap(new byte[] {(byte)~was}), at);
+        }
     }
 }
