@@ -982,9 +982,7 @@ public final class SourceGroup implements AutoCloseable
                 durableLsn = durable;
             }
         }
-        ackWaiters.signal(ackedLsn);
-        durableWaiters.signal(durableLsn);
-        resolveDeferred();
+        progressPublished();
     }
 
     /**
@@ -1002,6 +1000,14 @@ public final class SourceGroup implements AutoCloseable
             ackedLsn = held;
             durableLsn = held;
         }
+        progressPublished();
+    }
+
+    /**
+     * Wakes the writers and FLUSHes that what the partner holds now covers, and completes deferred writes.
+     */
+    private void progressPublished()
+    {
         ackWaiters.signal(ackedLsn);
         durableWaiters.signal(durableLsn);
         resolveDeferred();

@@ -60,10 +60,9 @@ public final class SourceVerifier implements SourceGroup.Verifier
     private volatile long regionIntervalNs;
     private volatile boolean repair;
     private volatile long startRegion;
-    private volatile long answeredThrough = -1;
     private final AtomicLong markedDirty = new AtomicLong();
     // Regions (counted across volumes) whose record was voided: to log again (resyncer), and awaiting a result,
-    // so that answeredThrough never passes one (shipper; the resyncer removes one it finds dirty). Rare: allocates.
+    // so that answeredThrough() never passes one (shipper; the resyncer removes one it finds dirty). Rare: allocates.
     private final ConcurrentLinkedQueue<Long> toCompareAgain = new ConcurrentLinkedQueue<>();
     private final ConcurrentSkipListSet<Long> comparingAgain = new ConcurrentSkipListSet<>();
     private volatile long issuedThrough = -1;
@@ -139,7 +138,6 @@ public final class SourceVerifier implements SourceGroup.Verifier
     {
         this.repair = repair;
         this.startRegion = Math.max(0, fromRegion);
-        this.answeredThrough = fromRegion - 1;
         this.issuedThrough = fromRegion - 1;
         this.highestAnswered = fromRegion - 1;
         toCompareAgain.clear();
@@ -302,7 +300,6 @@ public final class SourceVerifier implements SourceGroup.Verifier
         {
             comparingAgain.add(index);
             toCompareAgain.add(index);
-            answeredThrough = Math.min(answeredThrough, index - 1);
         }
     }
 
@@ -359,17 +356,12 @@ public final class SourceVerifier implements SourceGroup.Verifier
                 markedDirty.incrementAndGet();
             }
         }
-        // Results come back in LSN order, which is scan order: everything before this region has been answered
-        // (or was dirty and skipped), so a job cut short resumes after it; except a region compared again, whose
-        // answer comes after those of the regions after it.
         final long index = regionsBefore(vol) + regionIndex;
         highestAnswered = Math.max(highestAnswered, index);
         if (!comparingAgain.isEmpty())
         {
             comparingAgain.remove(index);
         }
-        answeredThrough = comparingAgain.isEmpty() ? highestAnswered :
-            Math.min(highestAnswered, comparingAgain.first() - 1);
         lastResultNs = System.nanoTime();
         answered.incrementAndGet();
     }
@@ -449,11 +441,17 @@ public final class SourceVerifier implements SourceGroup.Verifier
     }
 
     /**
-     * @return the last region answered, counted across the group's volumes in order; -1 before any.
+     * Results come back in LSN order, which is scan order: everything before the highest region answered has been
+     * answered (or was dirty and skipped), so a job cut short resumes after it; except a region compared again,
+     * whose answer comes after those of the regions after it.
+     *
+     * @return the last region answered with every one before it, counted across the group's volumes in order; one
+     *     before the job's first region before any.
      */
     public long answeredThrough()
     {
-        return answeredThrough;
+        final Long again = comparingAgain.ceiling(Long.MIN_VALUE);
+        return again == null ? highestAnswered : Math.min(highestAnswered, again - 1);
     }
 
     /**

@@ -24,6 +24,7 @@ import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.verify.SourceVerifier;
 import io.blockmover.replication.verify.VerifyRecord;
+import io.blockmover.replication.verify.VerifyResults;
 import io.blockmover.transport.NullFrameConnection;
 
 import static io.blockmover.Await.awaitTrue;
@@ -342,13 +343,14 @@ class SourceGroupTest
         final SourceVerifier verifier = new SourceVerifier(group);
         group.verifier(verifier);
         verifier.start(81);
+        final ByteBuffer job81 = VerifyResults.payload(81, VerifyRecord.STATUS_COMPARED);
         for (int i = 0; i < 3; i++)
         {
             assertEquals(1, verifier.doWork()); // Regions 0, 1 and 2: LSNs 1, 2 and 3.
         }
         shipper.doWork();
         assertEquals(3, connection.sent.size());
-        verifier.onResult(verifyResult(1, 0), verifyResultPayload(81));
+        verifier.onResult(VerifyResults.header(1, 0, 0, 0), job81);
 
         final RecordLog.Cursor cursor = group.log().newCursor();
         assertTrue(cursor.next() && cursor.next());
@@ -365,29 +367,17 @@ class SourceGroupTest
         assertEquals(1, group.recordsMended.get());
         assertEquals(0, group.dirtyRegions(), "digests only: no region to resend");
 
-        verifier.onResult(verifyResult(3, 2), verifyResultPayload(81));
+        verifier.onResult(VerifyResults.header(3, 0, 2L * REGION, 0), job81);
         assertEquals(0, verifier.answeredThrough(), "region 1 is still to be compared");
         assertEquals(1, verifier.doWork(), "region 1 logged again");
         shipper.doWork();
         assertEquals(4, connection.sent.get(connection.sent.size() - 1)[0]);
-        verifier.onResult(verifyResult(4, 1), verifyResultPayload(81));
+        verifier.onResult(VerifyResults.header(4, 0, 1L * REGION, 0), job81);
         assertEquals(3, verifier.compared());
         assertEquals(2, verifier.answeredThrough());
         assertEquals(0, verifier.outstanding());
         assertEquals(0, verifier.staleResults());
         shipper.onClose();
-    }
-
-    private static FrameHeader verifyResult(final long lsn, final long region)
-    {
-        return new FrameHeader().reset(FrameType.VERIFY_RESULT).volumeId(0).sequence(lsn).offset(region * REGION)
-            .aux(0).payloadLength(VerifyRecord.RESULT_LENGTH).seal();
-    }
-
-    private static ByteBuffer verifyResultPayload(final long jobId)
-    {
-        return ByteBuffer.allocate(VerifyRecord.RESULT_LENGTH).order(java.nio.ByteOrder.LITTLE_ENDIAN)
-            .putLong(0, jobId).putInt(VerifyRecord.RESULT_STATUS_OFFSET, VerifyRecord.STATUS_COMPARED);
     }
 
     private static String describeSent(final List<long[]> sent)

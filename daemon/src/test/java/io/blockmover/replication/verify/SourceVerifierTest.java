@@ -202,19 +202,6 @@ class SourceVerifierTest
         assertArrayEquals(new byte[(int)VOLUME_SIZE], Files.readAllBytes(dir.resolve("volume.img")));
     }
 
-    private static FrameHeader result(final long lsn, final int volume, final long offset, final long mask)
-    {
-        return new FrameHeader().reset(FrameType.VERIFY_RESULT).volumeId(volume).sequence(lsn).offset(offset)
-            .aux(mask).payloadLength(VerifyRecord.RESULT_LENGTH).seal();
-    }
-
-    private static ByteBuffer resultPayload(final long jobId, final int status)
-    {
-        final ByteBuffer b = ByteBuffer.allocate(VerifyRecord.RESULT_LENGTH).order(ByteOrder.LITTLE_ENDIAN);
-        b.putLong(0, jobId).putInt(8, status);
-        return b;
-    }
-
     @Test
     void shouldTurnResultsIntoLocatedRangesAndIgnoreOtherJobs() throws IOException
     {
@@ -233,9 +220,9 @@ class SourceVerifierTest
         for (int r = 0; r < 16; r++)
         {
             final long mask = r == 5 ? 0b0110 : r == 9 ? 0b1000 : 0;
-            verifier.onResult(result(r + 1, 0, (long)r * REGION, mask), resultPayload(77, 0));
+            verifier.onResult(VerifyResults.header(r + 1, 0, (long)r * REGION, mask), VerifyResults.payload(77, 0));
         }
-        verifier.onResult(result(99, 0, 0, 1), resultPayload(76, 0));
+        verifier.onResult(VerifyResults.header(99, 0, 0, 1), VerifyResults.payload(76, 0));
         assertEquals(1, verifier.staleResults());
         assertTrue(verifier.isDone());
         assertEquals(16, verifier.compared());
@@ -257,8 +244,8 @@ class SourceVerifierTest
         assertEquals(1, verifier.doWork());
         assertEquals(1, verifier.doWork());
         assertEquals(1, verifier.doWork());
-        verifier.onResult(result(1, 0, 0, 0), resultPayload(78, 0));
-        verifier.onResult(result(2, 0, REGION, 0b10), resultPayload(78, 0));
+        verifier.onResult(VerifyResults.header(1, 0, 0, 0), VerifyResults.payload(78, 0));
+        verifier.onResult(VerifyResults.header(2, 0, REGION, 0b10), VerifyResults.payload(78, 0));
         assertTrue(group.dirty(0).get(1), "a different region is dirty at once, before the job ends");
         assertFalse(group.dirty(0).get(0));
         assertEquals(1, verifier.markedDirty());
@@ -277,7 +264,8 @@ class SourceVerifierTest
             lastOffset = cursor.offset();
         }
         assertEquals(2L * REGION, lastOffset, "the resumed job's first VERIFY record is region 2's");
-        verifier.onResult(result(4, 0, 2L * REGION, -1L), resultPayload(79, VerifyRecord.STATUS_MALFORMED));
+        verifier.onResult(VerifyResults.header(4, 0, 2L * REGION, -1L),
+            VerifyResults.payload(79, VerifyRecord.STATUS_MALFORMED));
         assertTrue(group.dirty(0).get(2), "a region the destination could not compare is resent too");
 
         // Without repair nothing is marked; the report alone says what differs.
@@ -285,7 +273,7 @@ class SourceVerifierTest
         verifier.abandon();
         verifier.start(80, 0, false, 3);
         assertEquals(1, verifier.doWork());
-        verifier.onResult(result(5, 0, 3L * REGION, 1), resultPayload(80, 0));
+        verifier.onResult(VerifyResults.header(5, 0, 3L * REGION, 1), VerifyResults.payload(80, 0));
         assertFalse(group.dirty(0).get(3));
         assertEquals(1, verifier.different());
     }
