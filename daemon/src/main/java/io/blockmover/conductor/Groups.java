@@ -432,7 +432,7 @@ final class Groups implements AutoCloseable
         // The log is written on the preparer's thread; the handle opens the group once it is (doWork), then
         // dials the partner, and the client hears when the partner accepts or refuses.
         handle.openOnceLogPrepared(logPreparer.prepare(store.dir(name).resolve("log"), logSize,
-            conductor.ctx().chunkLength(), peer), client, id);
+            conductor.ctx().chunkLength(), name, peer), client, id);
         pending.add(handle);
         conductor.log("group " + name + " created, writing its " + logSize + "-byte log before " + peer +
             " is asked to accept it");
@@ -773,7 +773,7 @@ final class Groups implements AutoCloseable
             handle.checkVolumes();
             store.delete(config.name);
             preparingDestinations.put(config.name, logPreparer.prepare(store.dir(config.name).resolve("log"),
-                config.logSize, config.regionLength, peer));
+                config.logSize, config.regionLength, config.name, peer));
             conductor.log("group " + config.name + ": writing its " + config.logSize + "-byte log before accepting " +
                 peer + " as its source");
             throw preparing(config, peer);

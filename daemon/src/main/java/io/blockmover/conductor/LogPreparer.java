@@ -1,6 +1,7 @@
 package io.blockmover.conductor;
 
 import java.nio.file.Path;
+import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
@@ -19,6 +20,8 @@ import io.blockmover.replication.log.RecordLog;
  */
 final class LogPreparer implements AutoCloseable
 {
+    private static final System.Logger LOG = System.getLogger("blockmoverd");
+
     /**
      * A log being written, or written and not yet claimed: its geometry, for whom, when it is done, and when its
      * source last asked for it (conductor thread).
@@ -99,16 +102,24 @@ final class LogPreparer implements AutoCloseable
     });
 
     /**
-     * Starts writing a log file, after any already queued.
+     * Starts writing a log file, after any already queued. Says in the daemon's log when it is written and how long
+     * that took, from this thread: the conductor learns of it only at its next look (the source's next OPEN, or
+     * the group's next duty cycle).
      *
-     * @param peer the source it is for.
+     * @param group the group it is for.
+     * @param peer  the group's partner.
      * @return the preparation.
      */
-    Preparation prepare(final Path file, final long capacity, final int maxRecordLength, final String peer)
+    Preparation prepare(final Path file, final long capacity, final int maxRecordLength, final String group,
+        final String peer)
     {
-        return new Preparation(capacity, maxRecordLength, peer,
-            CompletableFuture.runAsync(() -> RecordLog.prepare(file, capacity, maxRecordLength), executor),
-            System.nanoTime());
+        return new Preparation(capacity, maxRecordLength, peer, CompletableFuture.runAsync(() ->
+        {
+            final long startNs = System.nanoTime();
+            RecordLog.prepare(file, capacity, maxRecordLength);
+            LOG.log(System.Logger.Level.INFO, String.format(Locale.ROOT, "group %s: its %d-byte log is written " +
+                "(%.1f s)", group, capacity, (System.nanoTime() - startNs) / 1e9));
+        }, executor), System.nanoTime());
     }
 
     /**

@@ -5,6 +5,8 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.LocalDateTime;
+import java.time.ZoneId;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -14,6 +16,8 @@ import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import com.fasterxml.jackson.jr.ob.JSON;
@@ -530,7 +534,11 @@ class GroupIT
      * conductor's thread, first on the source, then on the destination while it held the source's OPEN: neither
      * daemon answered any command meanwhile, and a log that took longer than systemd's WatchdogSec (30 s) got the
      * daemon killed. Now a preparer thread writes it and the destination answers PREPARING until it is done: both
-     * daemons keep answering, each within a second here (the old code stalled each for the whole write).
+     * daemons keep answering throughout the write. Checked against each daemon's own account of when its write
+     * ended and how long it took: the widest gap between answers within that span must be under half of it (the
+     * old code answered nothing in it). Not a bound on one answer: opening the group once its log is written
+     * forces a few small files on the conductor, which took 1.6 s once on a loaded CI disk; that is not the
+     * write, and is not what this test is about.
      */
     @Test
     void shouldAnswerCommandsWhileANewGroupsLogIsWritten() throws Exception
@@ -543,8 +551,7 @@ class GroupIT
                 volumeOptions(sources, destinations)), "--log-size", "3g", "--json")));
         try
         {
-            final long[] slowestNs = new long[2];
-            int calls = 0;
+            final List<List<Long>> answeredMs = List.of(new ArrayList<>(), new ArrayList<>());
             final Set<String> phases = new TreeSet<>();
             while (!create.isDone())
             {
@@ -563,20 +570,17 @@ class GroupIT
                 }
                 for (int i = 0; i < 2; i++)
                 {
-                    final long startNs = System.nanoTime();
                     testbed.call(i == 0 ? "site-a" : "site-b", "status", Map.of());
-                    slowestNs[i] = Math.max(slowestNs[i], System.nanoTime() - startNs);
+                    answeredMs.get(i).add(System.currentTimeMillis());
                 }
-                calls++;
                 LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
             }
             create.get().expect(0);
             assertTrue(phases.contains("writing its 3221225472-byte log") &&
                 phases.contains("site-b is writing its log"), "group status while the logs were written: " + phases);
-            assertTrue(calls > 10, "the create was too quick to tell anything: " + calls + " rounds of calls");
-            assertTrue(slowestNs[0] < TimeUnit.SECONDS.toNanos(1) && slowestNs[1] < TimeUnit.SECONDS.toNanos(1),
-                "a command waited for a log being written: slowest status " + slowestNs[0] / 1_000_000 +
-                " ms on site-a, " + slowestNs[1] / 1_000_000 + " ms on site-b, over " + calls + " rounds");
+            final String written = "group " + name + ": its 3221225472-byte log is written";
+            assertAnsweredThroughout("site-a", answeredMs.get(0), written);
+            assertAnsweredThroughout("site-b", answeredMs.get(1), written);
             assertTrue(testbed.log("site-b").contains("group " + name + ": writing its 3221225472-byte log before " +
                 "accepting site-a"), testbed.logTail("site-b", 20));
             assertTrue(testbed.log("site-a").contains("group " + name + ": site-b is writing its log before it " +
@@ -591,6 +595,43 @@ class GroupIT
                 GroupChecks.delete(testbed, name);
             }
         }
+    }
+
+    /**
+     * Asserts that a daemon answered commands all through the writing of a log, as its own log line that says the
+     * log is written tells it (when, and how many seconds it took): the widest gap between answers (or between an
+     * answer and either end) is under half that span.
+     *
+     * @param answeredMs when each call to it returned (System.currentTimeMillis), in order.
+     * @param written    the start of the line that says the log is written, which goes on with "(N.N s)".
+     */
+    private static void assertAnsweredThroughout(final String site, final List<Long> answeredMs, final String written)
+    {
+        final String line = Arrays.stream(testbed.log(site).split("\n")).filter((l) -> l.contains(written))
+            .findFirst().orElseThrow(() -> new AssertionError("no line '" + written + "' in the log of " + site +
+            ":\n" + testbed.logTail(site, 20)));
+        final Matcher took = Pattern.compile("\\(([0-9.]+) s\\)$").matcher(line);
+        assertTrue(took.find(), line);
+        final long endedMs = LocalDateTime.parse(line.substring(0, line.indexOf(' ')))
+            .atZone(ZoneId.systemDefault()).toInstant().toEpochMilli();
+        final long spanMs = Math.round(Double.parseDouble(took.group(1)) * 1000);
+        final long beganMs = endedMs - spanMs;
+        assertTrue(spanMs >= 1000, site + " wrote its log too quickly to tell anything: " + line);
+        long lastMs = beganMs;
+        long widestMs = 0;
+        int answers = 0;
+        for (final long ms : answeredMs)
+        {
+            if (ms > beganMs && ms <= endedMs)
+            {
+                widestMs = Math.max(widestMs, ms - lastMs);
+                lastMs = ms;
+                answers++;
+            }
+        }
+        widestMs = Math.max(widestMs, endedMs - lastMs);
+        assertTrue(widestMs < spanMs / 2, site + " stopped answering while it wrote its log: " + answers +
+            " answers in " + spanMs + " ms, the widest gap " + widestMs + " ms");
     }
 
     /**
