@@ -1,0 +1,171 @@
+#!/usr/bin/python3 -I
+"""stamp.py: the writer and the checker of scripts/test-crash (run inside its VM).
+
+  stamp.py write SOCKET EXPORT LEDGER SECONDS   write stamped blocks through a group's NBD export, one at a time,
+                                                each made durable (FLUSH, or FUA on every other one); record each
+                                                in LEDGER before it is sent ("issued N") and once the server has
+                                                said it is durable ("durable N"); after SECONDS (or at the end of
+                                                the volume), send one more and cut the power (sysrq b) without
+                                                waiting for its answer.
+  stamp.py check VOLUME LEDGER                  read a volume and compare it with LEDGER: every durable block
+                                                holds its stamp, an issued one its stamp or zeros, the rest zeros.
+                                                Prints one line; exit 1 when a durable block is missing or a block
+                                                holds what nobody wrote.
+
+Block N (from 1) is written at offset (N - 1) * 4096, once: its 4096 bytes are the 16-byte stamp
+(MAGIC, N) repeated. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
+A small NBD client of its own (newstyle fixed handshake, NBD_OPT_GO, simple replies), because a process start costs
+seconds under the VM's emulation and nothing else here speaks NBD from Python.
+"""
+import os
+import socket
+import struct
+import sys
+import time
+
+BLOCK = 4096
+MAGIC = 0x626D63726173680A  # "bmcrash\n"
+STAMP = struct.Struct("<QQ")
+
+NBD_OPT_GO = 7
+NBD_REP_ACK = 1
+NBD_REP_INFO = 3
+NBD_FLAG_C_FIXED_NEWSTYLE = 1
+NBD_FLAG_C_NO_ZEROES = 2
+NBD_FLAG_SEND_FUA = 1 << 3
+NBD_CMD_WRITE = 1
+NBD_CMD_FLUSH = 3
+NBD_CMD_FLAG_FUA = 1
+REQUEST_MAGIC = 0x25609513
+SIMPLE_REPLY_MAGIC = 0x67446698
+OPTION_REPLY_MAGIC = 0x3E889045565A9
+
+
+def block(n):
+    return STAMP.pack(MAGIC, n) * (BLOCK // STAMP.size)
+
+
+def read_exactly(sock, length):
+    data = b""
+    while len(data) < length:
+        chunk = sock.recv(length - len(data))
+        if not chunk:
+            raise SystemExit("stamp: the NBD server closed the connection")
+        data += chunk
+    return data
+
+
+def connect(path, export):
+    """Opens an export; returns the socket, the export's size and its transmission flags."""
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(path)
+    magic, opt_magic, _ = struct.unpack(">8s8sH", read_exactly(sock, 18))
+    if magic != b"NBDMAGIC" or opt_magic != b"IHAVEOPT":
+        raise SystemExit("stamp: not a newstyle NBD server")
+    sock.sendall(struct.pack(">I", NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES))
+    name = export.encode()
+    data = struct.pack(">I", len(name)) + name + struct.pack(">H", 0)
+    sock.sendall(b"IHAVEOPT" + struct.pack(">II", NBD_OPT_GO, len(data)) + data)
+    flags = None
+    while True:
+        magic, _, reply, length = struct.unpack(">QIII", read_exactly(sock, 20))
+        payload = read_exactly(sock, length)
+        if magic != OPTION_REPLY_MAGIC:
+            raise SystemExit("stamp: bad option reply magic")
+        if reply & 0x80000000:
+            raise SystemExit("stamp: NBD_OPT_GO refused (%#x): %s" % (reply, payload[4:].decode(errors="replace")))
+        if reply == NBD_REP_INFO and struct.unpack(">H", payload[:2])[0] == 0:
+            size, flags = struct.unpack(">QH", payload[2:12])
+        if reply == NBD_REP_ACK:
+            if flags is None:
+                raise SystemExit("stamp: the server sent no NBD_INFO_EXPORT")
+            return sock, size, flags
+
+
+def request(sock, cmd, flags, handle, offset, data=b""):
+    sock.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, flags, cmd, handle, offset, len(data)) + data)
+
+
+def reply(sock, handle):
+    magic, error, got = struct.unpack(">IIQ", read_exactly(sock, 16))
+    if magic != SIMPLE_REPLY_MAGIC or got != handle:
+        raise SystemExit("stamp: bad reply (magic %#x, handle %d for %d)" % (magic, got, handle))
+    if error:
+        raise SystemExit("stamp: the server failed request %d with NBD error %d" % (handle, error))
+
+
+def write(path, export, ledger_path, seconds):
+    sock, size, flags = connect(path, export)
+    fua = bool(flags & NBD_FLAG_SEND_FUA)
+    ledger = os.open(ledger_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    deadline = time.monotonic() + seconds
+    n = 0
+    while True:
+        n += 1
+        os.write(ledger, b"issued %d\n" % n)
+        with_fua = fua and n % 2 == 0
+        request(sock, NBD_CMD_WRITE, NBD_CMD_FLAG_FUA if with_fua else 0, 2 * n, (n - 1) * BLOCK, block(n))
+        if time.monotonic() >= deadline or n * BLOCK >= size:
+            # The last write is in flight (or not yet read by the server) when the power goes: it may or may not
+            # have reached the volumes, and nobody was told either way.
+            break
+        reply(sock, 2 * n)
+        if not with_fua:
+            request(sock, NBD_CMD_FLUSH, 0, 2 * n + 1, 0)
+            reply(sock, 2 * n + 1)
+        os.write(ledger, b"durable %d\n" % n)
+    os.write(ledger, b"crash\n")
+    os.close(ledger)
+    # The harness reports this file's status (scripts/rdma-vm --help, "Crashing the guest on purpose").
+    with open("/run/rdma-vm/rc.tmp", "w") as rc:
+        rc.write("0\n")
+    os.rename("/run/rdma-vm/rc.tmp", "/run/rdma-vm/rc")
+    with open("/proc/sysrq-trigger", "w") as trigger:
+        trigger.write("b")
+    time.sleep(60)
+    raise SystemExit("stamp: still running a minute after the power cut")
+
+
+def check(volume, ledger_path):
+    issued, durable = 0, 0
+    with open(ledger_path) as ledger:
+        for line in ledger:
+            word, _, number = line.partition(" ")
+            if word == "issued":
+                issued = int(number)
+            elif word == "durable":
+                durable = int(number)
+    zeros = bytes(BLOCK)
+    missing, foreign, landed = [], [], 0
+    with open(volume, "rb") as f:
+        index = 0
+        while True:
+            data = f.read(BLOCK)
+            if not data:
+                break
+            index += 1
+            if index <= durable:
+                if data != block(index):
+                    missing.append(index)
+            elif index <= issued and data == block(index):
+                landed += 1
+            elif data != zeros:
+                foreign.append(index)
+    if durable == 0 or index < issued:
+        print("%s: %d blocks durable and %d issued in the ledger, %d blocks in the volume: nothing to check"
+              % (volume, durable, issued, index))
+        return 1
+    print("%s: %d durable blocks, %d missing%s; %d of %d written but unanswered landed; %d blocks hold what "
+          "nobody wrote%s" % (volume, durable, len(missing), (" (first " + str(missing[:5]) + ")") if missing else "",
+                              landed, issued - durable, len(foreign),
+                              (" (first " + str(foreign[:5]) + ")") if foreign else ""))
+    return 1 if missing or foreign else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "write":
+        write(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "check":
+        sys.exit(check(sys.argv[2], sys.argv[3]))
+    else:
+        sys.exit(__doc__)
