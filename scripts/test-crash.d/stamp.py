@@ -7,10 +7,15 @@
                                                 said it is durable ("durable N"); after SECONDS (or at the end of
                                                 the volume), send one more and cut the power (sysrq b) without
                                                 waiting for its answer.
+  stamp.py write-on SOCKET EXPORT LEDGER        the same without an end: until the power goes (another writer
+                                                cuts it), or the end of the volume.
   stamp.py check VOLUME LEDGER                  read a volume and compare it with LEDGER: every durable block
                                                 holds its stamp, an issued one its stamp or zeros, the rest zeros.
                                                 Prints one line; exit 1 when a durable block is missing or a block
                                                 holds what nobody wrote.
+  stamp.py prefix VOLUME LEDGER                 for an async destination, which may lag: the volume holds a prefix
+                                                of the writes (blocks 1 to K stamped, the rest zeros, K no more than
+                                                issued). Prints one line with K; exit 1 when it is no prefix.
 
 Block N (from 1) is written at offset (N - 1) * 4096, once: its 4096 bytes are the 16-byte stamp
 (MAGIC, N) repeated. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
@@ -94,7 +99,7 @@ def reply(sock, handle):
         raise SystemExit("stamp: the server failed request %d with NBD error %d" % (handle, error))
 
 
-def write(path, export, ledger_path, seconds):
+def write(path, export, ledger_path, seconds, cut_power=True):
     sock, size, flags = connect(path, export)
     fua = bool(flags & NBD_FLAG_SEND_FUA)
     ledger = os.open(ledger_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -114,6 +119,10 @@ def write(path, export, ledger_path, seconds):
             request(sock, NBD_CMD_FLUSH, 0, 2 * n + 1, 0)
             reply(sock, 2 * n + 1)
         os.write(ledger, b"durable %d\n" % n)
+    if not cut_power:
+        os.write(ledger, b"end of the volume\n")
+        time.sleep(3600)
+        return
     os.write(ledger, b"crash\n")
     os.close(ledger)
     # The harness reports this file's status (scripts/rdma-vm --help, "Crashing the guest on purpose").
@@ -126,7 +135,7 @@ def write(path, export, ledger_path, seconds):
     raise SystemExit("stamp: still running a minute after the power cut")
 
 
-def check(volume, ledger_path):
+def read_ledger(ledger_path):
     issued, durable = 0, 0
     with open(ledger_path) as ledger:
         for line in ledger:
@@ -135,6 +144,34 @@ def check(volume, ledger_path):
                 issued = int(number)
             elif word == "durable":
                 durable = int(number)
+    return issued, durable
+
+
+def prefix(volume, ledger_path):
+    issued, durable = read_ledger(ledger_path)
+    zeros = bytes(BLOCK)
+    stamped, foreign, index = 0, [], 0
+    with open(volume, "rb") as f:
+        while True:
+            data = f.read(BLOCK)
+            if not data:
+                break
+            index += 1
+            if index == stamped + 1 and index <= issued and data == block(index):
+                stamped = index
+            elif data != zeros:
+                foreign.append(index)
+    if durable == 0:
+        print("%s: no block was acknowledged in the ledger: nothing to check" % volume)
+        return 1
+    print("%s: a prefix of %d blocks (%d acknowledged on the source, %d issued)%s"
+          % (volume, stamped, durable, issued, "" if not foreign else
+             "; NOT a prefix: %d blocks after it are not zeros (first %s)" % (len(foreign), foreign[:5])))
+    return 1 if foreign else 0
+
+
+def check(volume, ledger_path):
+    issued, durable = read_ledger(ledger_path)
     zeros = bytes(BLOCK)
     missing, foreign, landed = [], [], 0
     with open(volume, "rb") as f:
@@ -165,7 +202,11 @@ def check(volume, ledger_path):
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "write":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "write-on":
+        write(sys.argv[2], sys.argv[3], sys.argv[4], float("inf"), cut_power=False)
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "prefix":
+        sys.exit(prefix(sys.argv[2], sys.argv[3]))
     else:
         sys.exit(__doc__)
