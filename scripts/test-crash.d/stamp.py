@@ -6,16 +6,19 @@
                                                 in LEDGER before it is sent ("issued N") and once the server has
                                                 said it is durable ("durable N"); after SECONDS (or at the end of
                                                 the volume), send one more and cut the power (sysrq b) without
-                                                waiting for its answer.
+                                                waiting for its answer. A LEDGER of an earlier round (an earlier
+                                                boot) is continued: the numbers go on after its last.
   stamp.py write-on SOCKET EXPORT LEDGER        the same without an end: until the power goes (another writer
                                                 cuts it), or the end of the volume.
   stamp.py check VOLUME LEDGER                  read a volume and compare it with LEDGER: every durable block
-                                                holds its stamp, an issued one its stamp or zeros, the rest zeros.
-                                                Prints one line; exit 1 when a durable block is missing or a block
-                                                holds what nobody wrote.
+                                                holds its stamp, one issued but never answered its stamp or zeros,
+                                                the rest zeros. Prints one line; exit 1 when a durable block is
+                                                missing or a block holds what nobody wrote.
   stamp.py prefix VOLUME LEDGER                 for an async destination, which may lag: the volume holds a prefix
-                                                of the writes (blocks 1 to K stamped, the rest zeros, K no more than
-                                                issued). Prints one line with K; exit 1 when it is no prefix.
+                                                of the writes (blocks 1 to K stamped, the rest zeros). A write of an
+                                                earlier round that was never answered is no part of the history
+                                                either way: its block may hold its stamp or zeros. Prints one line
+                                                with K; exit 1 when it is no prefix.
 
 Block N (from 1) is written at offset (N - 1) * 4096, once: its 4096 bytes are the 16-byte stamp
 (MAGIC, N) repeated. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
@@ -102,9 +105,9 @@ def reply(sock, handle):
 def write(path, export, ledger_path, seconds, cut_power=True):
     sock, size, flags = connect(path, export)
     fua = bool(flags & NBD_FLAG_SEND_FUA)
+    n = max(read_ledger(ledger_path)[0], default=0) if os.path.exists(ledger_path) else 0
     ledger = os.open(ledger_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     deadline = time.monotonic() + seconds
-    n = 0
     while True:
         n += 1
         os.write(ledger, b"issued %d\n" % n)
@@ -136,36 +139,44 @@ def write(path, export, ledger_path, seconds, cut_power=True):
 
 
 def read_ledger(ledger_path):
-    issued, durable = 0, 0
+    """Returns the blocks issued and the blocks acknowledged as durable, as two sets."""
+    issued, durable = set(), set()
     with open(ledger_path) as ledger:
         for line in ledger:
             word, _, number = line.partition(" ")
             if word == "issued":
-                issued = int(number)
+                issued.add(int(number))
             elif word == "durable":
-                durable = int(number)
+                durable.add(int(number))
     return issued, durable
 
 
 def prefix(volume, ledger_path):
     issued, durable = read_ledger(ledger_path)
+    # Each writer has one write unanswered at most, its last: any other unanswered one was cut off in an earlier
+    # round, and is no part of the history either way.
+    cut_off = issued - durable - {max(issued, default=0)}
     zeros = bytes(BLOCK)
-    stamped, foreign, index = 0, [], 0
+    stamped, ended, foreign, index = 0, False, [], 0
     with open(volume, "rb") as f:
         while True:
             data = f.read(BLOCK)
             if not data:
                 break
             index += 1
-            if index == stamped + 1 and index <= issued and data == block(index):
+            if index in cut_off and data in (zeros, block(index)):
+                continue
+            if not ended and index in issued and data == block(index):
                 stamped = index
-            elif data != zeros:
-                foreign.append(index)
-    if durable == 0:
+            else:
+                ended = True
+                if data != zeros:
+                    foreign.append(index)
+    if not durable:
         print("%s: no block was acknowledged in the ledger: nothing to check" % volume)
         return 1
-    print("%s: a prefix of %d blocks (%d acknowledged on the source, %d issued)%s"
-          % (volume, stamped, durable, issued, "" if not foreign else
+    print("%s: a prefix of the writes up to block %d (%d acknowledged on the source, %d issued)%s"
+          % (volume, stamped, len(durable), len(issued), "" if not foreign else
              "; NOT a prefix: %d blocks after it are not zeros (first %s)" % (len(foreign), foreign[:5])))
     return 1 if foreign else 0
 
@@ -173,28 +184,28 @@ def prefix(volume, ledger_path):
 def check(volume, ledger_path):
     issued, durable = read_ledger(ledger_path)
     zeros = bytes(BLOCK)
-    missing, foreign, landed = [], [], 0
+    missing, foreign, landed, index = [], [], 0, 0
     with open(volume, "rb") as f:
-        index = 0
         while True:
             data = f.read(BLOCK)
             if not data:
                 break
             index += 1
-            if index <= durable:
+            if index in durable:
                 if data != block(index):
                     missing.append(index)
-            elif index <= issued and data == block(index):
+            elif index in issued and data == block(index):
                 landed += 1
             elif data != zeros:
                 foreign.append(index)
-    if durable == 0 or index < issued:
+    if not durable or index < max(issued):
         print("%s: %d blocks durable and %d issued in the ledger, %d blocks in the volume: nothing to check"
-              % (volume, durable, issued, index))
+              % (volume, len(durable), len(issued), index))
         return 1
     print("%s: %d durable blocks, %d missing%s; %d of %d written but unanswered landed; %d blocks hold what "
-          "nobody wrote%s" % (volume, durable, len(missing), (" (first " + str(missing[:5]) + ")") if missing else "",
-                              landed, issued - durable, len(foreign),
+          "nobody wrote%s" % (volume, len(durable), len(missing),
+                              (" (first " + str(missing[:5]) + ")") if missing else "", landed,
+                              len(issued - durable), len(foreign),
                               (" (first " + str(foreign[:5]) + ")") if foreign else ""))
     return 1 if missing or foreign else 0
 
