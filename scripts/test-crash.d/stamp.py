@@ -10,15 +10,17 @@
                                                 boot) is continued: the numbers go on after its last.
   stamp.py write-on SOCKET EXPORT LEDGER        the same without an end: until the power goes (another writer
                                                 cuts it), or the end of the volume.
-  stamp.py check VOLUME LEDGER                  read a volume and compare it with LEDGER: every durable block
+  stamp.py check VOLUME LEDGER [partner]        read a volume and compare it with LEDGER: every durable block
                                                 holds its stamp, one issued but never answered its stamp or zeros,
                                                 the rest zeros. Prints one line; exit 1 when a durable block is
                                                 missing or a block holds what nobody wrote.
-  stamp.py prefix VOLUME LEDGER                 for an async destination, which may lag: the volume holds a prefix
+  stamp.py prefix VOLUME LEDGER [partner]       for an async destination, which may lag: the volume holds a prefix
                                                 of the writes (blocks 1 to K stamped, the rest zeros). A write of an
                                                 earlier round that was never answered is no part of the history
                                                 either way: its block may hold its stamp or zeros. Prints one line
                                                 with K; exit 1 when it is no prefix.
+  partner: a destination read before its source is back knows nothing of writes made while it was down: the
+  ledger is read only up to its line "partner down" (the test writes it), and what follows must be zeros there.
 
 Block N (from 1) is written at offset (N - 1) * 4096, once: its 4096 bytes are the 16-byte stamp
 (MAGIC, N) repeated. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
@@ -138,11 +140,14 @@ def write(path, export, ledger_path, seconds, cut_power=True):
     raise SystemExit("stamp: still running a minute after the power cut")
 
 
-def read_ledger(ledger_path):
-    """Returns the blocks issued and the blocks acknowledged as durable, as two sets."""
+def read_ledger(ledger_path, partner=False):
+    """Returns the blocks issued and the blocks acknowledged as durable, as two sets: with partner, only those
+    before the line "partner down"."""
     issued, durable = set(), set()
     with open(ledger_path) as ledger:
         for line in ledger:
+            if partner and line == "partner down\n":
+                break
             word, _, number = line.partition(" ")
             if word == "issued":
                 issued.add(int(number))
@@ -151,8 +156,8 @@ def read_ledger(ledger_path):
     return issued, durable
 
 
-def prefix(volume, ledger_path):
-    issued, durable = read_ledger(ledger_path)
+def prefix(volume, ledger_path, partner=False):
+    issued, durable = read_ledger(ledger_path, partner)
     # Each writer has one write unanswered at most, its last: any other unanswered one was cut off in an earlier
     # round, and is no part of the history either way.
     cut_off = issued - durable - {max(issued, default=0)}
@@ -181,8 +186,8 @@ def prefix(volume, ledger_path):
     return 1 if foreign else 0
 
 
-def check(volume, ledger_path):
-    issued, durable = read_ledger(ledger_path)
+def check(volume, ledger_path, partner=False):
+    issued, durable = read_ledger(ledger_path, partner)
     zeros = bytes(BLOCK)
     missing, foreign, landed, index = [], [], 0, 0
     with open(volume, "rb") as f:
@@ -215,9 +220,7 @@ if __name__ == "__main__":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
     elif len(sys.argv) == 5 and sys.argv[1] == "write-on":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float("inf"), cut_power=False)
-    elif len(sys.argv) == 4 and sys.argv[1] == "check":
-        sys.exit(check(sys.argv[2], sys.argv[3]))
-    elif len(sys.argv) == 4 and sys.argv[1] == "prefix":
-        sys.exit(prefix(sys.argv[2], sys.argv[3]))
+    elif len(sys.argv) in (4, 5) and sys.argv[1] in ("check", "prefix") and sys.argv[4:] in ([], ["partner"]):
+        sys.exit((check if sys.argv[1] == "check" else prefix)(sys.argv[2], sys.argv[3], sys.argv[4:] == ["partner"]))
     else:
         sys.exit(__doc__)
