@@ -19,6 +19,10 @@
                                                 earlier round that was never answered is no part of the history
                                                 either way: its block may hold its stamp or zeros. Prints one line
                                                 with K; exit 1 when it is no prefix.
+  stamp.py selftest                             check and prefix against made-up volumes and a ledger of two rounds
+                                                (the second written with the partner down): each must pass or fail
+                                                as it should. Exit 1 if one does not. scripts/test-crash runs it
+                                                first, on the host.
   partner: a destination read before its source is back knows nothing of writes made while it was down: the
   ledger is read only up to its line "partner down" (the test writes it), and what follows must be zeros there.
 
@@ -156,27 +160,34 @@ def read_ledger(ledger_path, partner=False):
     return issued, durable
 
 
+def blocks(volume):
+    """Yields (N, the 4096 bytes of block N) of a volume, N from 1."""
+    with open(volume, "rb") as f:
+        index = 0
+        while True:
+            data = f.read(BLOCK)
+            if not data:
+                return
+            index += 1
+            yield index, data
+
+
 def prefix(volume, ledger_path, partner=False):
     issued, durable = read_ledger(ledger_path, partner)
     # Each writer has one write unanswered at most, its last: any other unanswered one was cut off in an earlier
     # round, and is no part of the history either way.
     cut_off = issued - durable - {max(issued, default=0)}
     zeros = bytes(BLOCK)
-    stamped, ended, foreign, index = 0, False, [], 0
-    with open(volume, "rb") as f:
-        while True:
-            data = f.read(BLOCK)
-            if not data:
-                break
-            index += 1
-            if index in cut_off and data in (zeros, block(index)):
-                continue
-            if not ended and index in issued and data == block(index):
-                stamped = index
-            else:
-                ended = True
-                if data != zeros:
-                    foreign.append(index)
+    stamped, ended, foreign = 0, False, []
+    for index, data in blocks(volume):
+        if index in cut_off and data in (zeros, block(index)):
+            continue
+        if not ended and index in issued and data == block(index):
+            stamped = index
+        else:
+            ended = True
+            if data != zeros:
+                foreign.append(index)
     if not durable:
         print("%s: no block was acknowledged in the ledger: nothing to check" % volume)
         return 1
@@ -190,19 +201,14 @@ def check(volume, ledger_path, partner=False):
     issued, durable = read_ledger(ledger_path, partner)
     zeros = bytes(BLOCK)
     missing, foreign, landed, index = [], [], 0, 0
-    with open(volume, "rb") as f:
-        while True:
-            data = f.read(BLOCK)
-            if not data:
-                break
-            index += 1
-            if index in durable:
-                if data != block(index):
-                    missing.append(index)
-            elif index in issued and data == block(index):
-                landed += 1
-            elif data != zeros:
-                foreign.append(index)
+    for index, data in blocks(volume):
+        if index in durable:
+            if data != block(index):
+                missing.append(index)
+        elif index in issued and data == block(index):
+            landed += 1
+        elif data != zeros:
+            foreign.append(index)
     if not durable or index < max(issued):
         print("%s: %d blocks durable and %d issued in the ledger, %d blocks in the volume: nothing to check"
               % (volume, len(durable), len(issued), index))
@@ -215,6 +221,48 @@ def check(volume, ledger_path, partner=False):
     return 1 if missing or foreign else 0
 
 
+def selftest():
+    import tempfile
+    # Round 1: blocks 1-5 acknowledged, 6 cut off; round 2: 7-9 acknowledged, 10 cut off; then, with the partner
+    # down, 11-12 acknowledged and 13 in flight at the cut.
+    ledger = ["issued %d" % i for i in range(1, 7)] + ["durable %d" % i for i in range(1, 6)] + ["crash"]
+    ledger += ["issued %d" % i for i in range(7, 11)] + ["durable %d" % i for i in range(7, 10)] + ["crash"]
+    ledger += ["partner down"] + ["issued %d" % i for i in range(11, 14)]
+    ledger += ["durable %d" % i for i in range(11, 13)] + ["crash"]
+    cases = [  # blocks stamped in the volume, partner, whether check and prefix must pass
+        (set(range(1, 13)) - {6, 10}, False, True, True),   # the cut-off writes lost, the one in flight too
+        (set(range(1, 14)), False, True, True),             # every write landed
+        (set(range(1, 13)) - {8}, False, False, False),     # an acknowledged block lost
+        (set(range(1, 6)), False, False, True),             # a lagging destination: a prefix, not complete
+        (set(range(1, 6)) | {7}, False, False, True),       # the prefix goes on past a write cut off
+        (set(range(1, 5)) | {7}, False, False, False),      # a hole in the history
+        ({1, 2, 3, 40}, False, False, False),               # a block nobody wrote
+        (set(range(1, 10)), True, True, True),              # the partner knows nothing of what came after it
+        (set(range(1, 10)) | {11}, True, False, False),     # the partner holds a write made while it was down
+    ]
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger_path, volume = os.path.join(tmp, "ledger"), os.path.join(tmp, "volume")
+        with open(ledger_path, "w") as f:
+            f.write("".join(line + "\n" for line in ledger))
+        for stamped, partner, check_passes, prefix_passes in cases:
+            with open(volume, "wb") as f:
+                for n in range(1, 65):
+                    f.write(block(n) if n in stamped else bytes(BLOCK))
+            with open(os.devnull, "w") as quiet:
+                saved, sys.stdout = sys.stdout, quiet
+                try:
+                    got = (check(volume, ledger_path, partner) == 0, prefix(volume, ledger_path, partner) == 0)
+                finally:
+                    sys.stdout = saved
+            if got != (check_passes, prefix_passes):
+                failed += 1
+                print("stamp selftest: blocks %s%s: check and prefix passed %s, should have %s"
+                      % (sorted(stamped), " (partner)" if partner else "", got, (check_passes, prefix_passes)))
+    print("stamp selftest: %d of %d cases as they should be" % (len(cases) - failed, len(cases)))
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "write":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
@@ -222,5 +270,7 @@ if __name__ == "__main__":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float("inf"), cut_power=False)
     elif len(sys.argv) in (4, 5) and sys.argv[1] in ("check", "prefix") and sys.argv[4:] in ([], ["partner"]):
         sys.exit((check if sys.argv[1] == "check" else prefix)(sys.argv[2], sys.argv[3], sys.argv[4:] == ["partner"]))
+    elif sys.argv[1:] == ["selftest"]:
+        sys.exit(selftest())
     else:
         sys.exit(__doc__)
