@@ -163,13 +163,7 @@ def read_ledger(ledger_path, partner=False):
 def blocks(volume):
     """Yields (N, the 4096 bytes of block N) of a volume, N from 1."""
     with open(volume, "rb") as f:
-        index = 0
-        while True:
-            data = f.read(BLOCK)
-            if not data:
-                return
-            index += 1
-            yield index, data
+        yield from enumerate(iter(lambda: f.read(BLOCK), b""), 1)
 
 
 def prefix(volume, ledger_path, partner=False):
