@@ -5,7 +5,7 @@ import com.sun.jna.Native;
 
 /**
  * The few libc calls the JDK does not offer: an O_EXCL claim on a block device and its size and sector size,
- * read-ahead advice for mapped files, page-cache advice for volumes, and write-behind for logs.
+ * read-ahead advice for mapped files, page-cache advice for volumes, and write-behind and discards for logs.
  * Direct-mapped through JNA (cheap calls, no interface proxies). Any thread.
  */
 public final class Libc
@@ -82,6 +82,21 @@ public final class Libc
      * @return 0, or -1 (advice only: callers may ignore a failure).
      */
     public static native int sync_file_range(int fd, long offset, long length, int flags);
+
+    /** fallocate: keep the file's size. */
+    public static final int FALLOC_FL_KEEP_SIZE = 0x01;
+    /** fallocate: zero the range; its blocks stay allocated (on ext4, as unwritten extents). */
+    public static final int FALLOC_FL_ZERO_RANGE = 0x10;
+
+    /**
+     * @param fd     a descriptor of the file open for writing.
+     * @param mode   e.g. {@link #FALLOC_FL_ZERO_RANGE} | {@link #FALLOC_FL_KEEP_SIZE}.
+     * @param offset start of the range.
+     * @param length bytes.
+     * @return 0.
+     * @throws LastErrorException with the errno (EOPNOTSUPP where the file system cannot).
+     */
+    public static native int fallocate(int fd, int mode, long offset, long length) throws LastErrorException;
 
     /**
      * @param fd of an open block device.

@@ -42,7 +42,9 @@ public enum GroupMetric
     RECORDS_MENDED(26, "log_records_mended_total", Kind.COUNTER, 1,
         "Records found damaged in the source's own log since the daemon started, mended from the volume."),
     RECORDS_DROPPED(27, "log_records_dropped_total", Kind.COUNTER, 1,
-        "Records the destination dropped from its log since the daemon started, after one was damaged there.");
+        "Records the destination dropped from its log since the daemon started, after one was damaged there."),
+    LOG_DISCARDED_BYTES(28, "log_discarded_bytes_total", Kind.COUNTER, 1,
+        "Bytes of released records in the source's log dropped before they were written to its disk.");
 
     /**
      * How a metric is exported.

@@ -63,6 +63,15 @@ final class GroupChecks
         return number((Map<String, Object>)status.get("lsn"), key);
     }
 
+    /**
+     * @return a source's "log" object: size, used, discarded.
+     */
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> log(final Map<String, Object> status)
+    {
+        return (Map<String, Object>)status.get("log");
+    }
+
     static String state(final Map<String, Object> status)
     {
         return String.valueOf(status.get("state"));

@@ -41,6 +41,8 @@ public final class GroupStatus
         final Map<String, Object> log = new LinkedHashMap<>();
         log.put("size", group.log().capacity());
         log.put("used", group.log().usedBytes());
+        // Released records dropped from the page cache before the kernel wrote them (RecordLog#discardReleased).
+        log.put("discarded", group.log().discardedBytes());
         status.put("log", log);
         final long rpoBytes = group.rpoBytes();
         status.put("rpo_bytes", rpoBytes);

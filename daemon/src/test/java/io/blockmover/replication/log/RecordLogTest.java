@@ -34,6 +34,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 class RecordLogTest
 {
@@ -474,6 +475,157 @@ class RecordLogTest
     }
 
     /**
+     * A source's released records are dropped from the page cache before the kernel writes them back: the file
+     * reads zeros there afterwards. Every record after the persisted head stays whole, through appends that wrap
+     * into the zeroed range and through recovery of a log dropped without a force. Without the discard, the range
+     * still holds the released records.
+     */
+    @Test
+    void shouldDiscardReleasedRecordsBehindThePersistedHeadAndKeepEveryLaterOne() throws IOException
+    {
+        final Path file = dir.resolve("discard.log");
+        final RecordLog log = openSmall("discard.log");
+        assumeTrue(log.isDiscardable(), "discards need ext4; " + dir + " is on " + Files.getFileStore(dir).type());
+        long lsn = 1;
+        while (append(log, lsn, lengthOf(lsn, 4000)) >= 0)
+        {
+            lsn++;
+        }
+        final RecordLog.Cursor cursor = log.newCursor();
+        while (cursor.nextPosition() < CAPACITY / 2)
+        {
+            assertTrue(cursor.next());
+        }
+        final long firstKept = cursor.lsn() + 1;
+        log.release(cursor.position());
+        final long head = log.headPosition();
+
+        log.persistHeadForDiscard();
+        assertTrue(log.isHeadPersisted());
+        assertEquals(CAPACITY - log.usedBytes() - head, log.freeBytes(), "withheld from appends until discarded");
+        long dealt = 0;
+        for (long done; (done = log.discardReleased(128 * 1024)) > 0; )
+        {
+            dealt += done;
+        }
+        assertEquals(head, dealt, "every released byte dealt with");
+        final long zeroedEnd = (FILE_HEADER_LENGTH + head) & -RecordLog.DISCARD_ALIGNMENT;
+        final long zeroedStart = RecordLog.DISCARD_ALIGNMENT;
+        assertEquals(zeroedEnd - zeroedStart, log.discardedBytes());
+        assertEquals(CAPACITY - log.usedBytes(), log.freeBytes(), "reusable once discarded");
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ))
+        {
+            final ByteBuffer bytes = ByteBuffer.allocate((int)(zeroedEnd - zeroedStart));
+            channel.read(bytes, zeroedStart);
+            for (int i = 0; i < bytes.capacity(); i++)
+            {
+                if (bytes.get(i) != 0)
+                {
+                    throw new AssertionError("released byte " + (zeroedStart + i) + " of the file is still there");
+                }
+            }
+        }
+
+        // Appends wrap into the zeroed range; the log, and a copy of it dropped without a force, hold every record.
+        final long lastBeforeWrap = lsn - 1;
+        while (append(log, lsn, lengthOf(lsn, 4000)) >= 0)
+        {
+            lsn++;
+        }
+        assertTrue(lsn - 1 > lastBeforeWrap, "appends reused the discarded room");
+        final RecordLog dropped = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+        for (final RecordLog each : new RecordLog[] {log, dropped})
+        {
+            final RecordLog.Cursor reader = each.newCursor();
+            for (long l = firstKept; l < lsn; l++)
+            {
+                assertTrue(reader.next(), "record " + l);
+                assertEquals(l, reader.lsn());
+                assertTrue(reader.verifyPayload(), "payload of record " + l);
+                assertPattern(reader.payload(), l, lengthOf(l, 4000));
+            }
+            assertFalse(reader.next());
+        }
+        dropped.close();
+        log.close();
+    }
+
+    /**
+     * What waits to be discarded never stands in the way: an append that needs the room persists the head, and a
+     * force, either of which gives the discard up at once; records forced before they were released are clean and
+     * are never discarded.
+     */
+    @Test
+    void shouldGiveUpADiscardWhenTheRoomIsNeededOrTheRecordsWereForced()
+    {
+        try (RecordLog log = openSmall("discard-given-up.log"))
+        {
+            assumeTrue(log.isDiscardable(), "discards need ext4");
+            long lsn = 1;
+            for (; lsn <= 100; lsn++)
+            {
+                assertTrue(append(log, lsn, 4000) >= 0);
+            }
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (int i = 0; i < 50; i++)
+            {
+                assertTrue(cursor.next());
+            }
+            log.release(cursor.position());
+            log.persistHeadForDiscard();
+            assertTrue(log.freeBytes() < CAPACITY - log.usedBytes());
+            log.persistHead();
+            assertEquals(CAPACITY - log.usedBytes(), log.freeBytes(), "room needed: reusable at once");
+            assertEquals(0, log.discardReleased(Long.MAX_VALUE));
+
+            for (int i = 0; i < 20; i++)
+            {
+                assertTrue(cursor.next());
+            }
+            log.release(cursor.position());
+            log.persistHeadForDiscard();
+            log.force();
+            assertEquals(CAPACITY - log.usedBytes(), log.freeBytes(), "forced: reusable at once");
+            assertEquals(0, log.discardReleased(Long.MAX_VALUE));
+            assertEquals(0, log.discardedBytes());
+        }
+    }
+
+    /**
+     * Where a zero range would write the pages back first (every file system but ext4, tmpfs among them), the
+     * log keeps them: the released room is reusable as soon as the head is persisted.
+     */
+    @Test
+    void shouldNotDiscardOutsideExt4() throws IOException
+    {
+        final Path shm = Path.of("/dev/shm");
+        assumeTrue(Files.isDirectory(shm) && "tmpfs".equals(Files.getFileStore(shm).type()), "needs /dev/shm");
+        final Path file = Files.createTempFile(shm, "blockmover-discard-", ".log");
+        Files.delete(file);
+        try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
+        {
+            assertFalse(log.isDiscardable());
+            for (long lsn = 1; lsn <= 100; lsn++)
+            {
+                assertTrue(append(log, lsn, 4000) >= 0);
+            }
+            final RecordLog.Cursor cursor = log.newCursor();
+            for (int i = 0; i < 50; i++)
+            {
+                assertTrue(cursor.next());
+            }
+            log.release(cursor.position());
+            log.persistHeadForDiscard();
+            assertEquals(CAPACITY - log.usedBytes(), log.freeBytes());
+            assertEquals(0, log.discardReleased(Long.MAX_VALUE));
+        }
+        finally
+        {
+            Files.deleteIfExists(file);
+        }
+    }
+
+    /**
      * The force after each batch of a sync partner makes the records durable; the released head (a page of its
      * own) only when enough was released, time passed, or room is getting short. A full force always writes it.
      */
@@ -794,6 +946,122 @@ class RecordLogTest
             assertTrue(log.isEmpty());
             System.out.printf("concurrent: %d records through a %d-byte log in %d ms%n",
                 records, log.capacity(), TimeUnit.NANOSECONDS.toMillis(elapsedNs));
+        }
+    }
+
+    /**
+     * Discards run beside appends the way a source runs them (housekeeping, under the lock its forces share with
+     * an append that finds the log full): no append ever lands where a discard zeroes, so every record read back
+     * is whole. A log that let appends reuse room still waiting for its discard loses records here.
+     */
+    @Test
+    @Timeout(120)
+    void shouldNeverDiscardWhatAnAppendWroteWithConcurrentAppenderReaderReleaserAndDiscarder()
+        throws InterruptedException
+    {
+        final long records = 60_000;
+        final int length = 4000;
+        try (RecordLog log = RecordLog.open(dir.resolve("discard-concurrent.log"), 2 * CAPACITY, MAX_RECORD_LENGTH,
+            SEGMENT_LENGTH))
+        {
+            assumeTrue(log.isDiscardable(), "discards need ext4");
+            final Object forceLock = new Object();
+            final AtomicLong readUpTo = new AtomicLong(-1);
+            final AtomicReference<Throwable> failure = new AtomicReference<>();
+            final Thread reader = new Thread(() ->
+            {
+                try
+                {
+                    final RecordLog.Cursor cursor = log.newCursor();
+                    long expected = 1;
+                    while (expected <= records && failure.get() == null)
+                    {
+                        if (cursor.next())
+                        {
+                            assertEquals(expected, cursor.lsn());
+                            assertTrue(cursor.verifyPayload(), "CRC of LSN " + expected);
+                            assertPattern(cursor.payload(), expected, length);
+                            readUpTo.lazySet(cursor.position());
+                            expected++;
+                        }
+                    }
+                }
+                catch (final Throwable ex)
+                {
+                    failure.compareAndSet(null, ex);
+                }
+            }, "reader");
+            final Thread releaser = new Thread(() ->
+            {
+                long released = -1;
+                while (log.headLsn() <= records && failure.get() == null)
+                {
+                    final long position = readUpTo.get();
+                    if (position > released)
+                    {
+                        log.release(position);
+                        released = position;
+                    }
+                }
+            }, "releaser");
+            final Thread discarder = new Thread(() ->
+            {
+                try
+                {
+                    while (log.headLsn() <= records && failure.get() == null)
+                    {
+                        synchronized (forceLock)
+                        {
+                            log.persistHeadForDiscard();
+                        }
+                        while (true)
+                        {
+                            synchronized (forceLock)
+                            {
+                                if (log.discardReleased(64 * 1024) == 0)
+                                {
+                                    break;
+                                }
+                            }
+                        }
+                        LockSupport.parkNanos(200_000);
+                    }
+                }
+                catch (final Throwable ex)
+                {
+                    failure.compareAndSet(null, ex);
+                }
+            }, "discarder");
+            reader.start();
+            releaser.start();
+            discarder.start();
+            final ByteBuffer source = ByteBuffer.allocateDirect(length);
+            long lsn = 1;
+            while (lsn <= records && failure.get() == null)
+            {
+                fill(source, lsn, length);
+                if (log.tryAppend(lsn, 0, lsn, 0, source, 0, length) >= 0)
+                {
+                    lsn++;
+                }
+                else if (log.capacity() - log.usedBytes() > log.freeBytes())
+                {
+                    synchronized (forceLock)
+                    {
+                        log.persistHead();
+                    }
+                }
+            }
+            reader.join();
+            releaser.join();
+            discarder.join();
+            if (failure.get() != null)
+            {
+                throw new AssertionError(failure.get());
+            }
+            assertTrue(log.discardedBytes() > 0, "discarded " + log.discardedBytes());
+            System.out.printf("discards beside appends: %d records of %d bytes, %d bytes discarded%n", records,
+                length, log.discardedBytes());
         }
     }
 
