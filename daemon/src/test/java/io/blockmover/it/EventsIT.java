@@ -25,6 +25,7 @@ import static io.blockmover.it.GroupChecks.awaitReplicated;
 import static io.blockmover.it.Volumes.MIB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
@@ -118,6 +119,7 @@ class EventsIT
         pump.start();
         final StampedWriter writer = new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created),
             1024, 64);
+        Throwable failed = null;
         try
         {
             Testbed.await("the snapshot", 30, () -> lines.contains("exists -"));
@@ -142,12 +144,30 @@ class EventsIT
                 "rpo=exceeded"));
             assertTrue(testbed.log("site-a").contains("exceeds its target of 1s"), testbed.log("site-a"));
         }
+        catch (final Throwable ex)
+        {
+            failed = ex;
+            throw ex;
+        }
         finally
         {
             writer.stop();
             Run.of(10, List.of("kill", "-INT", Long.toString(events.pid()))); // Ctrl-C: a last line and exit 0.
-            assertTrue(events.waitFor(10, TimeUnit.SECONDS));
+            // Generous: once, in the whole suite beside the VM tests on two cores, it took more than 10 s.
+            final boolean exited = events.waitFor(30, TimeUnit.SECONDS);
+            if (!exited)
+            {
+                // What it was doing instead: SIGQUIT makes the JVM print its threads to the stdout we collect.
+                Run.of(10, List.of("kill", "-QUIT", Long.toString(events.pid())));
+                events.waitFor(2, TimeUnit.SECONDS);
+                events.destroyForcibly();
+            }
             pump.join(5000);
+            // Never in place of the failure that brought us here.
+            if (!exited && failed == null)
+            {
+                fail("blockmover events did not exit within 30 s of SIGINT:\n" + String.join("\n", lines));
+            }
         }
         assertEquals(0, events.exitValue(), String.join("\n", lines));
         assertEquals("end - reason=interrupted", lines.get(lines.size() - 1));
