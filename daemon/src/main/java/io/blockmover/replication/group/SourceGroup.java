@@ -551,11 +551,13 @@ public final class SourceGroup implements AutoCloseable
     private void flushWhileOpen(final int vol) throws IOException
     {
         final long lsn = publishedLsn;
-        final boolean remote = waitsForPartner() && lsn > durableLsn;
+        final boolean partner = waitsForPartner();
+        final boolean remote = partner && lsn > durableLsn;
         final long startNs = System.nanoTime();
         // Async, or the partner is away: the source log itself must survive a crash of this host. Its force runs
-        // alongside the volume's (FlushLogForcer).
-        final long logTicket = remote ? 0 : flushLogForcer.request();
+        // alongside the volume's (FlushLogForcer). Not when the partner already holds every record durably (its
+        // DURABLE often comes before the FLUSH): a second device flush for nothing.
+        final long logTicket = partner ? 0 : flushLogForcer.request();
         volumes[vol].force();
         if (bitmapsTouched)
         {
@@ -580,7 +582,7 @@ public final class SourceGroup implements AutoCloseable
         {
             flushLogForcer.await(logTicket);
         }
-        else
+        else if (remote)
         {
             forceLogRecords(); // The partner went away while this FLUSH waited for it.
         }

@@ -940,6 +940,33 @@ class SourceGroupTest
         assertThrows(NbdErrorException.class, export::flush);
     }
 
+    /**
+     * A sync FLUSH is durable once this host's volume is forced and the partner's log holds every record durably.
+     * When the partner's DURABLE came before the FLUSH (it forces after every batch, unasked), this host's log
+     * has nothing to add: it used to be forced anyway, a second device flush beside the volume's on most FLUSHes
+     * at queue depth 1. With the partner away, the log is what survives, and a FLUSH forces it.
+     */
+    @Test
+    void shouldForceTheLogOnAFlushOnlyWhenThePartnerDoesNotHoldItsRecordsDurably() throws Exception
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        export.write(0, pattern(1, 4096), 4096, false);
+        group.linked(() -> { });
+        group.partnerProgress(1, 1);
+        group.updateCurrent(1L << 30);
+        assertTrue(group.isPartnerCurrent());
+        final long forced = group.log().forcedPosition();
+        assertTrue(group.log().tailPosition() > forced, "the record is not forced yet");
+        export.flush();
+        assertEquals(forced, group.log().forcedPosition(), "the partner holds LSN 1 durably: no log force");
+
+        group.unlinked();
+        export.write(4096, pattern(2, 4096), 4096, false);
+        export.flush();
+        assertEquals(group.log().tailPosition(), group.log().forcedPosition(), "partner away: the log is forced");
+    }
+
     @Test
     void shouldMakeSyncWritesWaitForThePartnerOnlyWhileItIsCurrent() throws Exception
     {
