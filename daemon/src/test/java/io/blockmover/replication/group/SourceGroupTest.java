@@ -941,13 +941,11 @@ class SourceGroupTest
     }
 
     /**
-     * A sync FLUSH is durable once this host's volume is forced and the partner's log holds every record durably.
-     * When the partner's DURABLE came before the FLUSH (it forces after every batch, unasked), this host's log
-     * has nothing to add: it used to be forced anyway, a second device flush beside the volume's on most FLUSHes
-     * at queue depth 1. With the partner away, the log is what survives, and a FLUSH forces it.
+     * A sync group whose first write (LSN 1, not forced here) the partner holds durably, linked and current.
+     *
+     * @return its export.
      */
-    @Test
-    void shouldForceTheLogOnAFlushOnlyWhenThePartnerDoesNotHoldItsRecordsDurably() throws Exception
+    private NbdExport openSyncWithOneDurableWrite() throws IOException
     {
         group = open(GroupMode.SYNC, 1L << 20);
         final NbdExport export = group.export(0);
@@ -956,6 +954,19 @@ class SourceGroupTest
         group.partnerProgress(1, 1);
         group.updateCurrent(1L << 30);
         assertTrue(group.isPartnerCurrent());
+        return export;
+    }
+
+    /**
+     * A sync FLUSH is durable once this host's volume is forced and the partner's log holds every record durably.
+     * When the partner's DURABLE came before the FLUSH (it forces after every batch, unasked), this host's log
+     * has nothing to add: it used to be forced anyway, a second device flush beside the volume's on most FLUSHes
+     * at queue depth 1. With the partner away, the log is what survives, and a FLUSH forces it.
+     */
+    @Test
+    void shouldForceTheLogOnAFlushOnlyWhenThePartnerDoesNotHoldItsRecordsDurably() throws Exception
+    {
+        final NbdExport export = openSyncWithOneDurableWrite();
         final long forced = group.log().forcedPosition();
         assertTrue(group.log().tailPosition() > forced, "the record is not forced yet");
         export.flush();
@@ -970,13 +981,7 @@ class SourceGroupTest
     @Test
     void shouldMakeSyncWritesWaitForThePartnerOnlyWhileItIsCurrent() throws Exception
     {
-        group = open(GroupMode.SYNC, 1L << 20);
-        final NbdExport export = group.export(0);
-        export.write(0, pattern(1, 4096), 4096, false);
-        group.linked(() -> { });
-        group.partnerProgress(1, 1);
-        group.updateCurrent(1L << 30);
-        assertTrue(group.isPartnerCurrent());
+        final NbdExport export = openSyncWithOneDurableWrite();
 
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         final ByteBuffer own = BufferUtil.allocateDirectAligned(4096, Slab.ALIGNMENT);

@@ -856,6 +856,35 @@ class RecordLogTest
         }
     }
 
+    /**
+     * A releaser for the concurrent tests: releases up to what the reader has read, until the head passes the
+     * last record or a thread failed.
+     */
+    private static Thread releaser(final RecordLog log, final long records, final AtomicLong readUpTo,
+        final AtomicReference<Throwable> failure)
+    {
+        return new Thread(() ->
+        {
+            try
+            {
+                long released = -1;
+                while (log.headLsn() <= records && failure.get() == null)
+                {
+                    final long position = readUpTo.get();
+                    if (position > released)
+                    {
+                        log.release(position);
+                        released = position;
+                    }
+                }
+            }
+            catch (final Throwable ex)
+            {
+                failure.compareAndSet(null, ex);
+            }
+        }, "releaser");
+    }
+
     @Test
     @Timeout(60)
     void shouldDeliverEveryLsnOnceInOrderWithConcurrentAppenderReaderAndReleaser() throws InterruptedException
@@ -894,26 +923,7 @@ class RecordLogTest
                     failure.compareAndSet(null, ex);
                 }
             }, "reader");
-            final Thread releaser = new Thread(() ->
-            {
-                try
-                {
-                    long released = -1;
-                    while (log.headLsn() <= records && failure.get() == null)
-                    {
-                        final long position = readUpTo.get();
-                        if (position > released)
-                        {
-                            log.release(position);
-                            released = position;
-                        }
-                    }
-                }
-                catch (final Throwable ex)
-                {
-                    failure.compareAndSet(null, ex);
-                }
-            }, "releaser");
+            final Thread releaser = releaser(log, records, readUpTo, failure);
             reader.start();
             releaser.start();
 
@@ -991,19 +1001,7 @@ class RecordLogTest
                     failure.compareAndSet(null, ex);
                 }
             }, "reader");
-            final Thread releaser = new Thread(() ->
-            {
-                long released = -1;
-                while (log.headLsn() <= records && failure.get() == null)
-                {
-                    final long position = readUpTo.get();
-                    if (position > released)
-                    {
-                        log.release(position);
-                        released = position;
-                    }
-                }
-            }, "releaser");
+            final Thread releaser = releaser(log, records, readUpTo, failure);
             final Thread discarder = new Thread(() ->
             {
                 try
