@@ -611,13 +611,29 @@ public final class SourceGroup implements AutoCloseable
      */
     public boolean reclaimLogSpace()
     {
+        return reclaimLogSpace(false);
+    }
+
+    /**
+     * @param forDiscard keep the released room from appends until housekeeping has discarded it (see
+     *                   RecordLog#persistHeadForDiscard); an append short of room must not wait for that.
+     */
+    private boolean reclaimLogSpace(final boolean forDiscard)
+    {
         if (log.capacity() - log.usedBytes() <= log.freeBytes())
         {
             return false;
         }
         synchronized (forceLock)
         {
-            log.persistHead();
+            if (forDiscard)
+            {
+                log.persistHeadForDiscard();
+            }
+            else
+            {
+                log.persistHead();
+            }
         }
         return true;
     }
@@ -634,17 +650,13 @@ public final class SourceGroup implements AutoCloseable
      */
     public boolean reclaimLogSpaceWhenDue()
     {
-        boolean reclaimed = false;
+        final boolean due;
         synchronized (forceLock)
         {
-            if ((log.freeBytes() < log.capacity() / 2 ||
-                System.nanoTime() - log.headPersistedNs() >= RECLAIM_INTERVAL_NS) &&
-                log.capacity() - log.usedBytes() > log.freeBytes())
-            {
-                log.persistHeadForDiscard();
-                reclaimed = true;
-            }
+            due = log.freeBytes() < log.capacity() / 2 ||
+                System.nanoTime() - log.headPersistedNs() >= RECLAIM_INTERVAL_NS;
         }
+        final boolean reclaimed = due && reclaimLogSpace(true);
         discardReleasedLog();
         return reclaimed;
     }

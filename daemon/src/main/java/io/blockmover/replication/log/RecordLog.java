@@ -730,9 +730,7 @@ public final class RecordLog implements AutoCloseable
         }
         // Below the last force the pages are clean, and what an earlier call left is given up: at most one
         // interval's release is ever withheld from appends.
-        discardedPosition = Math.max(discardedPosition,
-            keepForDiscard ? Math.max(previous, forcedPosition) : persistedHeadPosition);
-        publishReusable();
+        giveUpDiscardsBelow(keepForDiscard ? Math.max(previous, forcedPosition) : persistedHeadPosition);
     }
 
     /**
@@ -759,8 +757,7 @@ public final class RecordLog implements AutoCloseable
         final long start = Math.max(discardedPosition, forcedPosition);
         if (!discardable || start >= end)
         {
-            discardedPosition = Math.max(discardedPosition, end);
-            publishReusable();
+            giveUpDiscardsBelow(end);
             return 0;
         }
         final long bodyOffset = start % capacity;
@@ -780,8 +777,7 @@ public final class RecordLog implements AutoCloseable
             {
                 // Not supported here after all, or no room for the extent tree to split: keep the pages from now on.
                 discardable = false;
-                discardedPosition = Math.max(discardedPosition, end);
-                publishReusable();
+                giveUpDiscardsBelow(end);
                 return 0;
             }
         }
@@ -808,6 +804,16 @@ public final class RecordLog implements AutoCloseable
     public boolean isDiscardable()
     {
         return discardable;
+    }
+
+    /**
+     * Leaves what is released below {@code position} to the kernel (nothing there will be discarded) and lets
+     * appends reuse it once persisted.
+     */
+    private void giveUpDiscardsBelow(final long position)
+    {
+        discardedPosition = Math.max(discardedPosition, position);
+        publishReusable();
     }
 
     /**
@@ -887,8 +893,7 @@ public final class RecordLog implements AutoCloseable
         }
         forcedPosition = tail;
         // Everything before the tail is on disk now: nothing is left to spare it.
-        discardedPosition = Math.max(discardedPosition, persistedHeadPosition);
-        publishReusable();
+        giveUpDiscardsBelow(persistedHeadPosition);
     }
 
     /**
@@ -977,8 +982,7 @@ public final class RecordLog implements AutoCloseable
         this.nextLsn = nextLsn;
         writeSlot(tail, nextLsn);
         headerMapped.force();
-        discardedPosition = tail;
-        publishReusable();
+        giveUpDiscardsBelow(tail);
     }
 
     /**

@@ -551,6 +551,26 @@ class RecordLogTest
     }
 
     /**
+     * Appends LSNs 1 to 100 of 4000 bytes and releases the first 50, without a force.
+     *
+     * @return the cursor, on LSN 50.
+     */
+    private RecordLog.Cursor appendHundredReleaseFifty(final RecordLog log)
+    {
+        for (long lsn = 1; lsn <= 100; lsn++)
+        {
+            assertTrue(append(log, lsn, 4000) >= 0);
+        }
+        final RecordLog.Cursor cursor = log.newCursor();
+        for (int i = 0; i < 50; i++)
+        {
+            assertTrue(cursor.next());
+        }
+        log.release(cursor.position());
+        return cursor;
+    }
+
+    /**
      * What waits to be discarded never stands in the way: an append that needs the room persists the head, and a
      * force, either of which gives the discard up at once; records forced before they were released are clean and
      * are never discarded.
@@ -561,17 +581,7 @@ class RecordLogTest
         try (RecordLog log = openSmall("discard-given-up.log"))
         {
             assumeTrue(log.isDiscardable(), "discards need ext4");
-            long lsn = 1;
-            for (; lsn <= 100; lsn++)
-            {
-                assertTrue(append(log, lsn, 4000) >= 0);
-            }
-            final RecordLog.Cursor cursor = log.newCursor();
-            for (int i = 0; i < 50; i++)
-            {
-                assertTrue(cursor.next());
-            }
-            log.release(cursor.position());
+            final RecordLog.Cursor cursor = appendHundredReleaseFifty(log);
             log.persistHeadForDiscard();
             assertTrue(log.freeBytes() < CAPACITY - log.usedBytes());
             log.persistHead();
@@ -605,16 +615,7 @@ class RecordLogTest
         try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
         {
             assertFalse(log.isDiscardable());
-            for (long lsn = 1; lsn <= 100; lsn++)
-            {
-                assertTrue(append(log, lsn, 4000) >= 0);
-            }
-            final RecordLog.Cursor cursor = log.newCursor();
-            for (int i = 0; i < 50; i++)
-            {
-                assertTrue(cursor.next());
-            }
-            log.release(cursor.position());
+            appendHundredReleaseFifty(log);
             log.persistHeadForDiscard();
             assertEquals(CAPACITY - log.usedBytes(), log.freeBytes());
             assertEquals(0, log.discardReleased(Long.MAX_VALUE));
@@ -857,6 +858,45 @@ class RecordLogTest
     }
 
     /**
+     * What the concurrent tests check of each record, beyond its LSN.
+     */
+    private interface RecordCheck
+    {
+        void check(RecordLog.Cursor cursor, long lsn);
+    }
+
+    /**
+     * A reader for the concurrent tests: reads LSNs 1 to {@code records} in order, checks each, and publishes how
+     * far it read for the releaser; the first failure of any thread stops it.
+     */
+    private static Thread reader(final RecordLog log, final long records, final AtomicLong readUpTo,
+        final AtomicReference<Throwable> failure, final RecordCheck check)
+    {
+        return new Thread(() ->
+        {
+            try
+            {
+                final RecordLog.Cursor cursor = log.newCursor();
+                long expected = 1;
+                while (expected <= records && failure.get() == null)
+                {
+                    if (cursor.next())
+                    {
+                        assertEquals(expected, cursor.lsn());
+                        check.check(cursor, expected);
+                        readUpTo.lazySet(cursor.position());
+                        expected++;
+                    }
+                }
+            }
+            catch (final Throwable ex)
+            {
+                failure.compareAndSet(null, ex);
+            }
+        }, "reader");
+    }
+
+    /**
      * A releaser for the concurrent tests: releases up to what the reader has read, until the head passes the
      * last record or a thread failed.
      */
@@ -895,34 +935,16 @@ class RecordLogTest
         {
             final AtomicLong readUpTo = new AtomicLong(-1);
             final AtomicReference<Throwable> failure = new AtomicReference<>();
-            final Thread reader = new Thread(() ->
+            final Thread reader = reader(log, records, readUpTo, failure, (cursor, expected) ->
             {
-                try
+                assertEquals((int)(expected % maxLength), cursor.length());
+                assertTrue(cursor.verifyPayload(), "CRC of LSN " + expected);
+                if (cursor.length() > 0)
                 {
-                    final RecordLog.Cursor cursor = log.newCursor();
-                    long expected = 1;
-                    while (expected <= records && failure.get() == null)
-                    {
-                        if (cursor.next())
-                        {
-                            assertEquals(expected, cursor.lsn());
-                            assertEquals((int)(expected % maxLength), cursor.length());
-                            assertTrue(cursor.verifyPayload(), "CRC of LSN " + expected);
-                            if (cursor.length() > 0)
-                            {
-                                assertEquals(patternByte(expected, cursor.length() - 1),
-                                    cursor.payload().get(cursor.payload().limit() - 1));
-                            }
-                            readUpTo.lazySet(cursor.position());
-                            expected++;
-                        }
-                    }
+                    assertEquals(patternByte(expected, cursor.length() - 1),
+                        cursor.payload().get(cursor.payload().limit() - 1));
                 }
-                catch (final Throwable ex)
-                {
-                    failure.compareAndSet(null, ex);
-                }
-            }, "reader");
+            });
             final Thread releaser = releaser(log, records, readUpTo, failure);
             reader.start();
             releaser.start();
@@ -978,29 +1000,11 @@ class RecordLogTest
             final Object forceLock = new Object();
             final AtomicLong readUpTo = new AtomicLong(-1);
             final AtomicReference<Throwable> failure = new AtomicReference<>();
-            final Thread reader = new Thread(() ->
+            final Thread reader = reader(log, records, readUpTo, failure, (cursor, expected) ->
             {
-                try
-                {
-                    final RecordLog.Cursor cursor = log.newCursor();
-                    long expected = 1;
-                    while (expected <= records && failure.get() == null)
-                    {
-                        if (cursor.next())
-                        {
-                            assertEquals(expected, cursor.lsn());
-                            assertTrue(cursor.verifyPayload(), "CRC of LSN " + expected);
-                            assertPattern(cursor.payload(), expected, length);
-                            readUpTo.lazySet(cursor.position());
-                            expected++;
-                        }
-                    }
-                }
-                catch (final Throwable ex)
-                {
-                    failure.compareAndSet(null, ex);
-                }
-            }, "reader");
+                assertTrue(cursor.verifyPayload(), "CRC of LSN " + expected);
+                assertPattern(cursor.payload(), expected, length);
+            });
             final Thread releaser = releaser(log, records, readUpTo, failure);
             final Thread discarder = new Thread(() ->
             {
