@@ -21,11 +21,12 @@ import io.blockmover.io.DurableFiles;
  * <p>
  * A write marks its regions hot, durably, before it is appended ({@link #mark}): in the common case they already
  * are, and that costs a few reads; a cold region costs one force of the hot set's file, shared by every write that
- * marks one meanwhile. Regions leave the hot set only at a checkpoint, once it holds more than its limit: the
- * regions not written since the checkpoint began (at LSN P), with no write in flight, are cleared once every write
- * through P is durable on the partner and on the local volumes. The LSN of the last such checkpoint is kept
- * ({@link #settledLsn}): after a crash, a partner that holds less than that lost writes whose regions may no longer
- * be hot, and only a resend of every region is safe.
+ * marks one meanwhile. A resync marks the region it sends before it clears the region's dirty bit, whose clearing
+ * may reach the disk before the partner holds the record. Regions leave the hot set only at a checkpoint, once it
+ * holds more than its limit: the regions not written since the checkpoint began (at LSN P), with no write in
+ * flight, are cleared once every write through P is durable on the partner and on the local volumes. The LSN of
+ * the last such checkpoint is kept ({@link #settledLsn}): after a crash, a partner that holds less than that lost
+ * writes whose regions may no longer be hot, and only a resend of every region is safe.
  * <p>
  * Files: {@code activity.<volume>} (the {@link DirtyBitmap} format, a bit per region) and {@code activity.settled}
  * (the settled LSN). Threads: {@link #mark}, {@link #touch} and {@link #release} on writers; the checkpoint

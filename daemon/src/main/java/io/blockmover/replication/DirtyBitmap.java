@@ -17,8 +17,10 @@ import io.blockmover.io.DurableFiles;
 
 /**
  * The persistent bitmap of regions the destination may not have yet: one bit per region, memory-mapped so that
- * a bit cleared survives a kill -9 of the daemon the instant it is cleared. A bit is cleared only once the
- * destination has acknowledged the region as durable, so a lost update can only make us send more, never less.
+ * a bit cleared survives a kill -9 of the daemon the instant it is cleared. A copy clears a bit only once the
+ * destination has acknowledged the region as durable, so a lost update can only make us send more, never less. A
+ * group's resync clears it once the region's record is in the source's log, which a crash of the host loses: the
+ * region is in the group's activity log first, and such a crash resends what that holds.
  * <p>
  * Initial copy = every bit set; seeded copy = bits cleared where region checksums match; resume = send what is
  * still set. The same mechanism serves outage catch-up and crash recovery in continuous replication.

@@ -59,6 +59,8 @@ public final class SourceGroup implements AutoCloseable
     private static final int WAITER_SLOTS = 64;
     /** Sync writes waiting for the partner's ACK with no thread held: 16 NBD connections at queue depth 16. */
     private static final int DEFERRED_SLOTS = 256;
+    /** Regions a resync makes hot in the activity log at once, ahead of the one it sends: one force for them all. */
+    private static final int RESYNC_MARK_AHEAD = 64;
     /** A waiting writer re-checks whether it should still wait at least this often. */
     private static final long MAX_PARTNER_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
     // Spinning pays only with a core to spare: on two cores the spinner takes the CPU from the shipper that is
@@ -822,16 +824,32 @@ public final class SourceGroup implements AutoCloseable
         try
         {
             readQuiescent(vol, region, offset, buffer, length);
-            synchronized (appendLock)
+            // The region's dirty bit is cleared below, as its record enters the log, and the cleared bit may reach
+            // the disk before the partner holds the record: a crash of this host loses the record with the log,
+            // and only the activity log then says that the region must be sent again. So it is made hot first, as
+            // a write's regions are; a cold region marks the next ones with it, one force for RESYNC_MARK_AHEAD.
+            final int first = (int)region;
+            final int last = activity.hot(vol).get(region) ? first :
+                (int)Math.min(region + RESYNC_MARK_AHEAD - 1, regionCount(vol) - 1);
+            final long activityStamp = activity.mark(vol, first, last);
+            try
             {
-                final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN, buffer,
-                    0, length);
-                if (position >= 0)
+                synchronized (appendLock)
                 {
-                    publishedLsn = ++lastLsn;
-                    bitmaps[vol].bits().clear(region);
-                    appended = true;
+                    final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN,
+                        buffer, 0, length);
+                    if (position >= 0)
+                    {
+                        activity.touch(vol, first, first);
+                        publishedLsn = ++lastLsn;
+                        bitmaps[vol].bits().clear(region);
+                        appended = true;
+                    }
                 }
+            }
+            finally
+            {
+                activity.release(activityStamp);
             }
         }
         finally

@@ -450,6 +450,28 @@ class SourceGroupTest
     }
 
     /**
+     * A resync clears a region's dirty bit as the region's record enters the log, and the bitmap may reach the disk
+     * before the partner holds the record. A crash of the host loses the log, so the activity log must hold the
+     * region: it used not to, and the region was never sent again.
+     */
+    @Test
+    void shouldResendARegionTheResyncLoggedWhenTheHostCrashedBeforeThePartnerHeldIt() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        group.dirty(0).set(2);
+        assertTrue(group.resyncRegion(0, 2, BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT)));
+        assertFalse(group.dirty(0).get(2));
+        group.forceBitmaps();
+        group.close();
+
+        group = open(GroupMode.SYNC, 1L << 20);
+        assertFalse(group.dirty(0).get(2), "the bit was cleared on disk too");
+        assertTrue(group.recoverAfterHostCrash() >= 1);
+        assertTrue(group.restartAfterHostCrash(0), "the partner holds nothing: it never got the region");
+        assertTrue(group.dirty(0).get(2), "the region is sent again");
+    }
+
+    /**
      * The partner as a shipper sees it: takes every frame, keeps each RECORD's LSN, aux flags, whether its payload
      * matched its CRC, and its bytes, and says NACK when told to.
      */
