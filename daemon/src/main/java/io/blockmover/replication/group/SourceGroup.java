@@ -102,6 +102,8 @@ public final class SourceGroup implements AutoCloseable
     private volatile boolean closed;
     private volatile boolean frozen;
     private volatile boolean bitmapsTouched;
+    /** A resync made regions hot since the last checkpoint began. */
+    private volatile boolean resyncMarked;
     private volatile boolean partnerApplyFailing;
     private volatile Runnable shipperWakeup = () -> { };
     private volatile Verifier verifier;
@@ -831,6 +833,7 @@ public final class SourceGroup implements AutoCloseable
             final int first = (int)region;
             final int last = activity.hot(vol).get(region) ? first :
                 (int)Math.min(region + RESYNC_MARK_AHEAD - 1, regionCount(vol) - 1);
+            resyncMarked = true;
             final long activityStamp = activity.mark(vol, first, last);
             try
             {
@@ -1388,7 +1391,7 @@ public final class SourceGroup implements AutoCloseable
      * regions. A checkpoint begins at the LSN published now; once the partner holds every write through it
      * durably, the regions not written since, with no write in flight, are cleared after a force of the volumes
      * (and of the dirty bitmaps, so a region tracked only there stays tracked). A device flush per checkpoint, so
-     * only when the set outgrows its limit.
+     * only when the set outgrows its limit, or once a resync, which makes every region it sends hot, is done.
      *
      * @param limit the most hot regions (over every volume) kept without a checkpoint.
      * @return 1 when it did something.
@@ -1398,10 +1401,14 @@ public final class SourceGroup implements AutoCloseable
     {
         if (checkpointLsn < 0)
         {
-            if (activity.hotRegions() <= limit)
+            // A finished resync leaves every region it sent hot: once the partner holds them, a crash of this host
+            // need not resend them, so they go at the next checkpoint, as a write's do past the limit.
+            final boolean resyncDone = resyncMarked && dirtyRegions() == 0;
+            if (activity.hotRegions() <= limit && !resyncDone)
             {
                 return 0;
             }
+            resyncMarked = false;
             synchronized (appendLock)
             {
                 activity.beginCheckpoint();

@@ -472,6 +472,29 @@ class SourceGroupTest
     }
 
     /**
+     * The regions a resync made hot need not stay so once it is done and the partner holds them: a checkpoint
+     * clears them although the hot set is within its limit (after an initial sync it would hold every region).
+     */
+    @Test
+    void shouldLetGoOfTheRegionsAFinishedResyncMadeHotOnceThePartnerHoldsThem() throws IOException
+    {
+        group = open(GroupMode.SYNC, 1L << 20);
+        group.dirty(0).set(2);
+        group.dirty(0).set(3);
+        final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        assertTrue(group.resyncRegion(0, 2, regionBuffer));
+        assertEquals(0, group.checkpointActivity(Long.MAX_VALUE), "region 3 is still to be sent");
+        assertTrue(group.resyncRegion(0, 3, regionBuffer));
+        assertTrue(group.activityRegions() >= 2);
+        assertEquals(1, group.checkpointActivity(Long.MAX_VALUE), "the resync is done: begins at LSN 2");
+        assertEquals(0, group.checkpointActivity(Long.MAX_VALUE), "the partner does not hold LSN 2 durably yet");
+        group.partnerProgress(2, 2);
+        assertEquals(1, group.checkpointActivity(Long.MAX_VALUE));
+        assertEquals(0, group.activityRegions());
+        assertEquals(0, group.checkpointActivity(Long.MAX_VALUE), "nothing more to let go of");
+    }
+
+    /**
      * The partner as a shipper sees it: takes every frame, keeps each RECORD's LSN, aux flags, whether its payload
      * matched its CRC, and its bytes, and says NACK when told to.
      */
