@@ -230,6 +230,73 @@ class GroupCrashIT
         GroupChecks.delete(testbed, name);
     }
 
+    /**
+     * kill -9 of each side in turn while the initial sync runs and a writer writes: the sync goes on from where it
+     * was, and once it is done the two sides are equal and the destination holds every acknowledged write.
+     */
+    @Test
+    void shouldFinishAnInitialSyncThatEachSideWasKilledDuringAndLoseNoWrite() throws Exception
+    {
+        final String name = "kill-initial-sync";
+        final Path[] sources = new Path[2];
+        final Path[] destinations = new Path[2];
+        for (int i = 0; i < 2; i++)
+        {
+            // Random past the writer's blocks, so that the initial sync has something to send; zeros where it writes.
+            sources[i] = Volumes.random(testbed.dir.resolve(name + "-src" + i + ".img"), SIZE, 21 + i);
+            Volumes.patch(sources[i], 0, BLOCKS * StampedWriter.BLOCK, (byte)0);
+            destinations[i] = Volumes.zeros(testbed.dir.resolve(name + "-dst" + i + ".img"), SIZE);
+        }
+        final long seed = System.nanoTime();
+        final SplittableRandom random = new SplittableRandom(seed);
+        final StampedWriter writer;
+        // Slow enough that the initial sync (128 MiB) outlasts both kills.
+        testbed.call("site-a", "peer-set", Map.of("name", "site-b", "max_rate", 8L * MIB));
+        try
+        {
+            final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size",
+                "64m", "--volume", sources[0] + "=" + destinations[0], "--volume", sources[1] + "=" + destinations[1]);
+            writer = new StampedWriter(testbed.nbdSocket("site-a"), GroupChecks.exports(created), BLOCKS,
+                FLUSH_EVERY);
+            writer.start();
+            writeAWhile(writer, random);
+            assertEquals("initial-sync", state(testbed.group("site-a", name)), "seed " + seed);
+
+            testbed.kill("site-b");
+            Testbed.await("the source to notice", 30,
+                () -> !"initial-sync".equals(state(testbed.group("site-a", name))));
+            writeAWhile(writer, random);
+            testbed.start("site-b");
+            Testbed.await("the initial sync to go on", 60,
+                () -> "initial-sync".equals(state(testbed.group("site-a", name))));
+            writeAWhile(writer, random);
+
+            testbed.kill("site-a");
+            assertNotNull(writer.awaitEnded(30), "the writer kept writing to a killed daemon");
+            testbed.start("site-a");
+            testbed.group("site-a", name);
+            assertTrue(StampedWriter.assertPrefix("source after kill -9 and restart", sources, BLOCKS) >=
+                writer.acked(), "the source lost acknowledged writes, seed " + seed);
+            Testbed.await("the initial sync to go on after the source's restart", 60,
+                () -> "initial-sync".equals(state(testbed.group("site-a", name))));
+            writer.start();
+            writeAWhile(writer, random);
+            writer.stop();
+        }
+        finally
+        {
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+        }
+        final Map<String, Object> status = awaitReplicated(testbed, name, 120);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertEquals(writer.acked(), StampedWriter.assertPrefix("destination after the initial sync", destinations,
+            BLOCKS), "seed " + seed);
+        System.out.printf("initial sync with kill -9 of each side (seed %d): %d writes acknowledged, %d regions " +
+            "of %d sent after the source's restart%n", seed, writer.acked(),
+            GroupChecks.number(status, "regions_resent"), 2 * SIZE / MIB);
+        GroupChecks.delete(testbed, name);
+    }
+
     @Test
     void shouldShipTheLoggedBacklogAfterTheSourceIsKilledDuringAnOutage() throws Exception
     {
