@@ -7,8 +7,8 @@
                                                 said it is durable ("durable N"); after SECONDS and at least
                                                 MIN_ROUND blocks made durable in this round (or SECONDS + 120, or
                                                 at the end of the volume), send one more and cut the power (sysrq
-                                                b) without waiting for its answer. A LEDGER of an earlier round (an earlier
-                                                boot) is continued: the numbers go on after its last.
+                                                b) without waiting for its answer. A LEDGER of an earlier round
+                                                (an earlier boot) is continued: the numbers go on after its last.
   stamp.py write-on SOCKET EXPORT LEDGER        the same without an end: until the power goes (another writer
                                                 cuts it), or the end of the volume.
   stamp.py check VOLUME LEDGER [partner]        read a volume and compare it with LEDGER: every durable block

@@ -229,6 +229,19 @@ public final class ActivityLog implements AutoCloseable
     }
 
     /**
+     * {@link #mark} for a sender that goes through regions in order (a resync): a cold region makes the next
+     * {@code ahead - 1} hot with it, one force for them all; a hot one costs a read.
+     *
+     * @return the stamp for {@link #release}.
+     */
+    public long markAhead(final int vol, final int region, final int ahead)
+    {
+        final ConcurrentBitSet bits = hot[vol].bits();
+        return mark(vol, region, bits.get(region) ? region : (int)Math.min((long)region + ahead - 1,
+            bits.bitCount() - 1));
+    }
+
+    /**
      * Records that a write to these regions was given an LSN, under the lock that gives it: a checkpoint begun
      * before keeps them hot. Between {@link #mark} and {@link #release}.
      */

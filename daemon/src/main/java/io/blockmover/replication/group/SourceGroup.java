@@ -830,11 +830,8 @@ public final class SourceGroup implements AutoCloseable
             // the disk before the partner holds the record: a crash of this host loses the record with the log,
             // and only the activity log then says that the region must be sent again. So it is made hot first, as
             // a write's regions are; a cold region marks the next ones with it, one force for RESYNC_MARK_AHEAD.
-            final int first = (int)region;
-            final int last = activity.hot(vol).get(region) ? first :
-                (int)Math.min(region + RESYNC_MARK_AHEAD - 1, regionCount(vol) - 1);
             resyncMarked = true;
-            final long activityStamp = activity.mark(vol, first, last);
+            final long activityStamp = activity.markAhead(vol, (int)region, RESYNC_MARK_AHEAD);
             try
             {
                 synchronized (appendLock)
@@ -843,7 +840,7 @@ public final class SourceGroup implements AutoCloseable
                         buffer, 0, length);
                     if (position >= 0)
                     {
-                        activity.touch(vol, first, first);
+                        activity.touch(vol, (int)region, (int)region);
                         publishedLsn = ++lastLsn;
                         bitmaps[vol].bits().clear(region);
                         appended = true;
