@@ -58,7 +58,9 @@ final class GroupCommand implements Callable<Integer>
             "Create a group on this host (the source) and its partner side on PEER, then start the initial sync:",
             "every region of every volume is sent while writes through the NBD exports are already replicated",
             "(with --seeded: every region is compared on both hosts, and only those that differ are sent).",
-            "Returns once the partner accepted the group; follow it with 'blockmover group status NAME'."})
+            "Returns once the partner accepted the group; follow it with 'blockmover group status NAME'.",
+            "Fails at once when nothing answers at the partner's address; a handshake that breaks after the",
+            "connection was made (reset, no answer in connect.timeout) is tried twice more first."})
     static final class Create extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "group name (letters, digits, '.', '_', '-')")

@@ -107,6 +107,15 @@ final class PeerDialer
         return step != STEP_IDLE && step != STEP_OPENED;
     }
 
+    /**
+     * @return whether the connection was made and the handshake on it had begun: a failure from here on is the
+     * connection breaking, not the peer being absent.
+     */
+    boolean isConnected()
+    {
+        return step == STEP_AWAIT_HELLO || step == STEP_AWAIT_OPENED || step == STEP_OPENED;
+    }
+
     boolean isOpened()
     {
         return step == STEP_OPENED;

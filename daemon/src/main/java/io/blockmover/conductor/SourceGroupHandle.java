@@ -40,6 +40,13 @@ final class SourceGroupHandle
     private static final long FIRST_RETRY_NS = 500_000_000L;
     /** How soon a new group's OPEN is sent again while the partner writes its log. */
     private static final long PREPARING_RETRY_NS = 250_000_000L;
+    /**
+     * How many times a new group's handshake is started again when the connection broke after it was made (reset,
+     * broken pipe, no answer in time): a partner busy starting up must not fail a create that a second attempt
+     * completes. A refused connection or an explicit refusal fails the create at once.
+     */
+    static final int CREATE_RETRIES = 2;
+    private static final long CREATE_RETRY_NS = 200_000_000L;
 
     final GroupConfig config;
     private final Conductor conductor;
@@ -71,6 +78,7 @@ final class SourceGroupHandle
     private LogPreparer.Preparation logPreparation;
     // The partner said it is writing its side's log: logged once, not at every retry.
     private boolean partnerPreparing;
+    private int createRetries;
     private ControlServer.Client switchClient;
     /** A switch is running; its client is null when the destination asked for it (it learns the outcome itself). */
     private boolean switching;
@@ -377,8 +385,18 @@ final class SourceGroupHandle
         }
         catch (final IOException ex)
         {
+            final boolean connected = dialer.isConnected();
             dialer.close();
-            connectionFailed(config.peer + ": " + ex.getMessage(), nowNs, ErrorCode.PEER_UNREACHABLE);
+            if (pendingClient != null && connected && createRetries < CREATE_RETRIES)
+            {
+                createRetries++;
+                conductor.log("group " + config.name + ": " + config.peer + ": " + ex.getMessage() + " during the " +
+                    "handshake, asking again (" + createRetries + " of " + CREATE_RETRIES + ")");
+                retryAtNs = nowNs + CREATE_RETRY_NS;
+                return 1;
+            }
+            connectionFailed(config.peer + ": " + ex.getMessage() + (pendingClient != null && connected ?
+                " (" + (CREATE_RETRIES + 1) + " attempts)" : ""), nowNs, ErrorCode.PEER_UNREACHABLE);
         }
         return 1;
     }

@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A TCP proxy on loopback that forwards a peer link and flips one bit every {@code flipEveryBytes} bytes of the
- * forward direction, at a random position: a damaged link, for real, between two real daemons.
+ * forward direction, at a random position: a damaged link, for real, between two real daemons. It can also reset
+ * the first connections once the dialling side has sent something (see {@link #resetFirst}).
  */
 final class FaultProxy implements AutoCloseable
 {
@@ -25,6 +26,8 @@ final class FaultProxy implements AutoCloseable
     private final AtomicLong flips = new AtomicLong();
     private final List<Socket> sockets = new ArrayList<>();
     private volatile InetSocketAddress target;
+    private final AtomicLong resets = new AtomicLong();
+    private volatile int resetsLeft;
     private volatile boolean closed;
 
     FaultProxy(final long flipEveryBytes) throws IOException
@@ -57,6 +60,20 @@ final class FaultProxy implements AutoCloseable
         target = new InetSocketAddress(hostPort.substring(0, colon), Integer.parseInt(hostPort.substring(colon + 1)));
     }
 
+    /**
+     * The next {@code count} connections are reset (RST, not a clean close) as soon as the dialling side's first
+     * bytes arrive, without reaching the target: a handshake broken after the connection was made.
+     */
+    void resetFirst(final int count)
+    {
+        resetsLeft = count;
+    }
+
+    long resets()
+    {
+        return resets.get();
+    }
+
     long flips()
     {
         return flips.get();
@@ -74,6 +91,12 @@ final class FaultProxy implements AutoCloseable
             try
             {
                 final Socket client = server.accept();
+                if (resetsLeft > 0)
+                {
+                    resetsLeft--;
+                    resetOnceHeard(client);
+                    continue;
+                }
                 final Socket upstream = new Socket();
                 upstream.connect(target, 5000);
                 // As the daemons do: with Nagle, each small frame (a record of a QD1 writer, its ACK) could wait
@@ -95,6 +118,21 @@ final class FaultProxy implements AutoCloseable
                     return;
                 }
             }
+        }
+    }
+
+    private void resetOnceHeard(final Socket client)
+    {
+        try (client)
+        {
+            client.setSoTimeout(10_000);
+            client.getInputStream().read(new byte[1]);
+            client.setSoLinger(true, 0);
+            resets.incrementAndGet();
+        }
+        catch (final IOException ex)
+        {
+            return;
         }
     }
 
