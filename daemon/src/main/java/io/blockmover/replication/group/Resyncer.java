@@ -1,6 +1,7 @@
 package io.blockmover.replication.group;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 
 import org.agrona.BufferUtil;
@@ -59,7 +60,7 @@ public final class Resyncer implements Agent
     }
 
     /**
-     * @return the read error that holds resync until its retry, or null.
+     * @return the read or log-write error that holds resync until its retry, or null.
      */
     public String failure()
     {
@@ -67,7 +68,7 @@ public final class Resyncer implements Agent
     }
 
     /**
-     * @return region reads that failed so far (each is retried).
+     * @return regions that failed to be read or logged so far (each is retried).
      */
     public long failures()
     {
@@ -112,11 +113,16 @@ public final class Resyncer implements Agent
                     return 0;
                 }
             }
-            catch (final IOException ex)
+            catch (final IOException | UncheckedIOException ex)
             {
-                // A read error may pass (a multipath path failing over); the region stays dirty and is tried again.
-                failure = "cannot read " + group.config().volumes.get(volume).source + " at region " + next + ": " +
-                    ex.getMessage() + "; tried again in " + retry.failed(clock.nanoTime()) + " s";
+                // A read error may pass (a multipath path failing over), and so may a failing write or force of the
+                // log or the activity file (unchecked there, as on the client writes' path): the region stays dirty
+                // and is tried again after a back-off. Thrown on, it reached the runner's error handler on every
+                // duty cycle: a busy loop that logged each time.
+                final String source = group.config().volumes.get(volume).source;
+                failure = (ex instanceof IOException ? "cannot read " + source + " at region " + next :
+                    "cannot log region " + next + " of " + source) + ": " + ex.getMessage() + "; tried again in " +
+                    retry.failed(clock.nanoTime()) + " s";
                 failures++;
                 region = next;
                 return 0;

@@ -312,9 +312,11 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * Opens a sparse log, created without writing its body: for tests that place records far into a large log.
+     * Opens a sparse log, created without writing its body: for tests that place records far into a large log, or
+     * that need its writes to find a full file system.
      */
-    static RecordLog open(final Path file, final long capacity, final int maxRecordLength, final int segmentLength)
+    public static RecordLog open(final Path file, final long capacity, final int maxRecordLength,
+        final int segmentLength)
     {
         return open(file, capacity, maxRecordLength, segmentLength, false);
     }

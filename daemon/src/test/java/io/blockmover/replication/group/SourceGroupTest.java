@@ -61,6 +61,11 @@ class SourceGroupTest
 
     private SourceGroup open(final GroupMode mode, final long logSize) throws IOException
     {
+        return open(mode, logSize, RecordLog.open(dir.resolve("log"), logSize, REGION));
+    }
+
+    private SourceGroup open(final GroupMode mode, final long logSize, final RecordLog log) throws IOException
+    {
         final Path volumeFile = dir.resolve("volume.img");
         if (!Files.exists(volumeFile))
         {
@@ -68,7 +73,6 @@ class SourceGroupTest
         }
         final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_SOURCE, "peer", mode, false,
             List.of(new GroupConfig.VolumePair(volumeFile.toString(), "/dst", VOLUME_SIZE)), logSize, REGION, 0);
-        final RecordLog log = RecordLog.open(dir.resolve("log"), logSize, REGION);
         if (log.headLsn() == RecordLog.NULL_LSN)
         {
             log.reset(1);
@@ -201,6 +205,70 @@ class SourceGroupTest
         assertEquals(1, resyncer.doWork());
         assertNull(resyncer.failure());
         assertFalse(group.dirty(0).get(3), "resent once it read");
+    }
+
+    /**
+     * A region whose record cannot be written into the log (here a real ENOSPC: a sparse log on a 192 KiB tmpfs)
+     * holds the resync until a retry, as a read error does; the region stays dirty and is sent once the log takes
+     * it. The unchecked error used to escape doWork, and the agent runner called it again at once, logging the
+     * error on every duty cycle.
+     */
+    @Test
+    void shouldBackOffAndRetryAResyncWhoseRecordTheLogCannotTake() throws Exception
+    {
+        final Path small = dir.resolve("small");
+        Files.createDirectories(small);
+        final Process mount = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs",
+            small.toString()).inheritIO().start();
+        org.junit.jupiter.api.Assumptions.assumeTrue(mount.waitFor() == 0, "needs root to mount a small tmpfs");
+        try
+        {
+            final long logSize = 1L << 20;
+            group = open(GroupMode.SYNC, logSize, RecordLog.open(small.resolve("log"), logSize, REGION,
+                (int)logSize));
+            group.linked(() -> { });
+            for (int r = 0; r < 4; r++)
+            {
+                group.dirty(0).set(r);
+            }
+            final long[] now = {0};
+            final Resyncer resyncer = new Resyncer(group, () -> now[0]);
+            int sent = 0;
+            while (resyncer.failure() == null && sent < 4)
+            {
+                sent += resyncer.doWork();
+            }
+            assertTrue(sent < 4, "the 192 KiB file system took every record");
+            assertTrue(resyncer.failure().contains("cannot log region " + sent) &&
+                resyncer.failure().contains("No space left") && resyncer.failure().contains("tried again in 2 s"),
+                resyncer.failure());
+            assertEquals(1, resyncer.failures());
+            assertTrue(group.dirty(0).get(sent), "the region stays dirty");
+            now[0] += 1_000_000_000L;
+            assertEquals(0, resyncer.doWork(), "not yet due");
+            assertEquals(1, resyncer.failures());
+
+            assertEquals(0, new ProcessBuilder("mount", "-o", "remount,size=4m", small.toString()).inheritIO()
+                .start().waitFor());
+            now[0] += 1_500_000_000L;
+            while (sent < 4)
+            {
+                assertEquals(1, resyncer.doWork());
+                assertNull(resyncer.failure());
+                sent++;
+            }
+            assertEquals(0, group.dirtyRegions());
+            assertEquals(4, group.publishedLsn() - group.log().headLsn() + 1, "every region logged once");
+        }
+        finally
+        {
+            if (group != null)
+            {
+                group.close();
+                group = null;
+            }
+            new ProcessBuilder("umount", small.toString()).inheritIO().start().waitFor();
+        }
     }
 
     /**
