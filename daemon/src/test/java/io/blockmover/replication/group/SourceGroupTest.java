@@ -14,6 +14,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import io.blockmover.SmallTmpfs;
 import io.blockmover.buffer.Slab;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
@@ -216,15 +217,11 @@ class SourceGroupTest
     @Test
     void shouldBackOffAndRetryAResyncWhoseRecordTheLogCannotTake() throws Exception
     {
-        final Path small = dir.resolve("small");
-        Files.createDirectories(small);
-        final Process mount = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs",
-            small.toString()).inheritIO().start();
-        org.junit.jupiter.api.Assumptions.assumeTrue(mount.waitFor() == 0, "needs root to mount a small tmpfs");
+        final SmallTmpfs small = SmallTmpfs.mount(dir.resolve("small"), "192k");
         try
         {
             final long logSize = 1L << 20;
-            group = open(GroupMode.SYNC, logSize, RecordLog.open(small.resolve("log"), logSize, REGION,
+            group = open(GroupMode.SYNC, logSize, RecordLog.open(small.dir().resolve("log"), logSize, REGION,
                 (int)logSize));
             group.linked(() -> { });
             for (int r = 0; r < 4; r++)
@@ -248,8 +245,7 @@ class SourceGroupTest
             assertEquals(0, resyncer.doWork(), "not yet due");
             assertEquals(1, resyncer.failures());
 
-            assertEquals(0, new ProcessBuilder("mount", "-o", "remount,size=4m", small.toString()).inheritIO()
-                .start().waitFor());
+            small.resize("4m");
             now[0] += 1_500_000_000L;
             while (sent < 4)
             {
@@ -267,7 +263,7 @@ class SourceGroupTest
                 group.close();
                 group = null;
             }
-            new ProcessBuilder("umount", small.toString()).inheritIO().start().waitFor();
+            small.close();
         }
     }
 

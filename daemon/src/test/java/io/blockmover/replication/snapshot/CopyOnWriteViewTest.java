@@ -17,6 +17,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
+import io.blockmover.SmallTmpfs;
 import io.blockmover.buffer.Slab;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdProtocol;
@@ -29,7 +30,6 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 class CopyOnWriteViewTest
 {
@@ -210,14 +210,9 @@ class CopyOnWriteViewTest
     void shouldFailTheViewNotTheWriterWhenTheStoreIsFull() throws Exception
     {
         // A 128 KiB tmpfs holds two grains: the third copy-before-write fails with ENOSPC.
-        final Path small = dir.resolve("small");
-        Files.createDirectories(small);
-        final Process mount = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs",
-            small.toString()).inheritIO().start();
-        assumeTrue(mount.waitFor() == 0, "needs root to mount a small tmpfs");
-        try
+        try (SmallTmpfs small = SmallTmpfs.mount(dir.resolve("small"), "128k"))
         {
-            try (CopyOnWriteView view = view(small))
+            try (CopyOnWriteView view = view(small.dir()))
             {
                 for (int g = 0; g < 4; g++)
                 {
@@ -234,10 +229,6 @@ class CopyOnWriteViewTest
             {
                 assertEquals((byte)(0xD0 + g), now[g * GRAIN + 100]);
             }
-        }
-        finally
-        {
-            new ProcessBuilder("umount", small.toString()).inheritIO().start().waitFor();
         }
     }
 }
