@@ -1,4 +1,4 @@
-#!/usr/bin/python3 -I -S
+#!/usr/bin/python3 -IS
 """ctl.py SOCKET OP [ARGS-JSON]: one request to a blockmoverd control socket, its result as JSON on stdout; a daemon's
 error goes to stderr with exit 1. For scripts that run where a JVM per call is dear (scripts/test-rdma and
 scripts/test-crash, in the emulated VM, where one blockmover call costs 15-20 s): the protocol is one JSON line each
