@@ -45,7 +45,7 @@ final class SourceGroupHandle
      * broken pipe, no answer in time): a partner busy starting up must not fail a create that a second attempt
      * completes. A refused connection or an explicit refusal fails the create at once.
      */
-    static final int CREATE_RETRIES = 2;
+    private static final int CREATE_RETRIES = 2;
     private static final long CREATE_RETRY_NS = 200_000_000L;
 
     final GroupConfig config;
@@ -385,9 +385,10 @@ final class SourceGroupHandle
         }
         catch (final IOException ex)
         {
-            final boolean connected = dialer.isConnected();
+            // A create whose connection broke after it was made: not an absent partner.
+            final boolean createBroke = pendingClient != null && dialer.isConnected();
             dialer.close();
-            if (pendingClient != null && connected && createRetries < CREATE_RETRIES)
+            if (createBroke && createRetries < CREATE_RETRIES)
             {
                 createRetries++;
                 conductor.log("group " + config.name + ": " + config.peer + ": " + ex.getMessage() + " during the " +
@@ -395,8 +396,8 @@ final class SourceGroupHandle
                 retryAtNs = nowNs + CREATE_RETRY_NS;
                 return 1;
             }
-            connectionFailed(config.peer + ": " + ex.getMessage() + (pendingClient != null && connected ?
-                " (" + (CREATE_RETRIES + 1) + " attempts)" : ""), nowNs, ErrorCode.PEER_UNREACHABLE);
+            connectionFailed(config.peer + ": " + ex.getMessage() +
+                (createBroke ? " (" + (CREATE_RETRIES + 1) + " attempts)" : ""), nowNs, ErrorCode.PEER_UNREACHABLE);
         }
         return 1;
     }
