@@ -504,7 +504,17 @@ public final class Conductor implements Agent, ControlServer.Handler
             connection.close();
         }
         events.close("blockmoverd is stopping");
-        // The group counters stay allocated: 'blockmover stat' shows the last figures of a stopped daemon.
+        // The group counters stay allocated: 'blockmover stat' shows the last figures of a stopped daemon. Its
+        // last, not those of the latest tick up to a second before: published once no client can write any more.
+        groups.stopClients();
+        try
+        {
+            groupMetrics.update();
+        }
+        catch (final RuntimeException ex)
+        {
+            LOG.log(System.Logger.Level.WARNING, "the last group figures could not be published", ex);
+        }
         CloseHelper.quietClose(groups);
         topologyTests.close();
         CloseHelper.quietClose(listener);

@@ -134,6 +134,9 @@ class EventsIT
                 Testbed.await("the peer disconnected", 10, () -> lines.stream().anyMatch((l) ->
                     l.startsWith("change peer name=site-b connection=disconnected")));
                 Testbed.await("the RPO target exceeded", 30, () -> indexOf(lines, "rpo=exceeded") >= 0);
+                // Past its log: the writer's regions go to the bitmap, the path a long outage takes.
+                Testbed.await("the log to overflow", 120, () ->
+                    Boolean.TRUE.equals(testbed.group("site-a", NAME).get("rpo_exceeded")));
             }
             finally
             {
@@ -145,6 +148,7 @@ class EventsIT
             Testbed.await("the RPO target recovered", 60, () -> indexOf(lines, "rpo=ok") > indexOf(lines,
                 "rpo=exceeded"));
             assertTrue(testbed.log("site-a").contains("exceeds its target of 1s"), testbed.log("site-a"));
+            awaitReplicated(testbed, NAME, 120);
         }
         catch (final Throwable ex)
         {
@@ -203,6 +207,13 @@ class EventsIT
         assertTrue(curl.stdout().contains("blockmover_group_latency_seconds{" + labels +
             ",stage=\"local_write\",quantile=\"0.99\"}"), curl.stdout());
 
+        // The figures of a stopped daemon are its last ones, not those of up to a second before it stopped: a
+        // write just before the stop is counted.
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
+        {
+            assertEquals(0, client.write(0, new byte[4096]));
+        }
+        final Object writes = testbed.group("site-a", NAME).get("writes");
         testbed.stop("site-a");
         final Path prom = testbed.dir.resolve("blockmover.prom");
         final Run stat = testbed.cli("site-a", "stat", "--prometheus", "--counters-file",
@@ -210,7 +221,7 @@ class EventsIT
         assertEquals("", stat.stdout());
         final String text = Files.readString(prom);
         assertTrue(text.contains("blockmover_up{node=\"site-a\"} 0\n"), text);
-        assertTrue(text.contains("blockmover_group_writes_total{" + labels + "}"), text);
+        assertTrue(text.contains("blockmover_group_writes_total{" + labels + "} " + writes + "\n"), text);
         assertTrue(text.contains("blockmover_group_volume_dirty_bytes{" + labels + ",volume=\"0\"} 0\n"), text);
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/promtool")), "promtool is not installed");
         final Process check = new ProcessBuilder("/usr/bin/promtool", "check", "metrics")
