@@ -49,10 +49,31 @@ public final class SmallTmpfs implements AutoCloseable
         assertEquals(0, run("mount", "-o", "remount,size=" + size, dir.toString()), "remount " + dir);
     }
 
+    /**
+     * Unmounts it. Interrupted meanwhile, it still waits for umount (a mount left behind outlives the test) and
+     * keeps the interrupt for the caller; AutoCloseable's close must not throw InterruptedException.
+     */
     @Override
-    public void close() throws IOException, InterruptedException
+    public void close() throws IOException
     {
-        run("umount", dir.toString());
+        final Process umount = new ProcessBuilder("umount", dir.toString()).inheritIO().start();
+        boolean interrupted = false;
+        while (true)
+        {
+            try
+            {
+                umount.waitFor();
+                break;
+            }
+            catch (final InterruptedException ex)
+            {
+                interrupted = true;
+            }
+        }
+        if (interrupted)
+        {
+            Thread.currentThread().interrupt();
+        }
     }
 
     private static int run(final String... command) throws IOException, InterruptedException
