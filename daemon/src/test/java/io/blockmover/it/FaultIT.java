@@ -1,9 +1,17 @@
 package io.blockmover.it;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -15,8 +23,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * A damaged link and an impostor: corruption is detected and resent, a wrong key is refused before anything is
- * written.
+ * A damaged link, an impostor and stalled handshakes: corruption is detected and resent, a wrong key is refused
+ * before anything is written, and connections that never finish their handshake are closed.
  */
 @Timeout(300)
 class FaultIT
@@ -239,6 +247,81 @@ class FaultIT
             assertTrue(absent.stderr().contains("is blockmoverd running on site-b"), absent.stderr());
             assertFalse(testbed.log("site-a").contains("group hs3: site-b"), "an absent partner was asked again: " +
                 testbed.log("site-a"));
+        }
+    }
+
+    /**
+     * Connections to the peer port that never finish their handshake (nothing sent, or half a frame header) cost
+     * their host nothing lasting: each is closed once connect.timeout has passed, and a real partner's group is
+     * created and replicated while they hang.
+     */
+    @Test
+    void shouldCloseStalledHandshakesAndServeARealPeerMeanwhile() throws Exception
+    {
+        try (Testbed testbed = Testbed.up("stalled", "--loopback", "--set", "connect.timeout=2s"))
+        {
+            final String[] hostPort = testbed.address("site-b").split(":");
+            final InetSocketAddress peerPort = new InetSocketAddress(hostPort[0], Integer.parseInt(hostPort[1]));
+            final List<Socket> stalled = new ArrayList<>();
+            final long openedNs = System.nanoTime();
+            try
+            {
+                for (int i = 0; i < 8; i++)
+                {
+                    final Socket socket = new Socket();
+                    stalled.add(socket);
+                    socket.connect(peerPort, 5000);
+                    socket.setSoTimeout(15_000);
+                    if (i % 2 == 1)
+                    {
+                        socket.getOutputStream().write(new byte[] {0x42, 0x4d, 0x01}); // A header's first bytes.
+                        socket.getOutputStream().flush();
+                    }
+                }
+                final long size = 8L * MIB;
+                final Path source = Volumes.random(testbed.dir.resolve("st-src.img"), size, 29);
+                final Path target = Volumes.zeros(testbed.dir.resolve("st-dst.img"), size);
+                GroupChecks.create(testbed, "st", "--volume", source + "=" + target, "--log-size", "16m");
+                GroupChecks.awaitReplicated(testbed, "st", 60);
+                assertNull(Volumes.firstDifference(source, target, size));
+
+                for (final Socket socket : stalled)
+                {
+                    assertClosedByPeer(socket);
+                }
+                final long seconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - openedNs);
+                assertTrue(seconds < 15, "the stalled handshakes were closed only after " + seconds + " s");
+            }
+            finally
+            {
+                for (final Socket socket : stalled)
+                {
+                    socket.close();
+                }
+            }
+            assertEquals(0, testbed.counter("site-b", "errors"), () -> testbed.log("site-b"));
+        }
+    }
+
+    private static void assertClosedByPeer(final Socket socket)
+    {
+        try
+        {
+            final InputStream in = socket.getInputStream();
+            final byte[] buffer = new byte[4096];
+            int n;
+            while ((n = in.read(buffer)) >= 0)
+            {
+                assertTrue(n > 0); // The daemon's HELLO or an ERROR before it closes is fine; only its close counts.
+            }
+        }
+        catch (final SocketTimeoutException ex)
+        {
+            throw new AssertionError("a stalled handshake was still open 15 s later", ex);
+        }
+        catch (final IOException ex)
+        {
+            // A reset is a close too.
         }
     }
 
