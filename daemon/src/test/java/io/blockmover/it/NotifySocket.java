@@ -1,5 +1,6 @@
 package io.blockmover.it;
 
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -111,13 +112,32 @@ final class NotifySocket implements AutoCloseable
         }
     }
 
+    /**
+     * Stops the reader (it notices within its 200 ms receive timeout), then closes the socket. Interrupted
+     * meanwhile, it still waits, so the socket is never closed under the reader, and keeps the interrupt.
+     */
     @Override
-    public void close() throws Exception
+    public void close() throws IOException
     {
         running = false;
-        reader.join();
+        boolean interrupted = false;
+        while (reader.isAlive())
+        {
+            try
+            {
+                reader.join();
+            }
+            catch (final InterruptedException ex)
+            {
+                interrupted = true;
+            }
+        }
         close(fd);
         Files.deleteIfExists(path);
+        if (interrupted)
+        {
+            Thread.currentThread().interrupt();
+        }
     }
 
     private static native int socket(int domain, int type, int protocol) throws LastErrorException;
