@@ -11,6 +11,8 @@ import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 
@@ -220,16 +222,24 @@ final class GroupChecks
     {
         final Path log = groupLog(testbed, site, name);
         final byte[] id = ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(0, jobId).array();
-        final byte[] all = Files.readAllBytes(log);
-        for (int i = 0; i + 28 <= all.length; i++)
+        // The verify appends its records from the resyncer's thread, after 'group-verify' has answered: on a busy
+        // host the first one came after the test looked once (a suite run failed so).
+        final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        do
         {
-            if (Arrays.equals(all, i, i + 8, id, 0, 8))
+            final byte[] all = Files.readAllBytes(log);
+            for (int i = 0; i + 28 <= all.length; i++)
             {
-                flipByte(log, i + 24, all[i + 24]);
-                return;
+                if (Arrays.equals(all, i, i + 8, id, 0, 8))
+                {
+                    flipByte(log, i + 24, all[i + 24]);
+                    return;
+                }
             }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
         }
-        throw new AssertionError("no VERIFY record of job " + jobId + " in " + log);
+        while (System.nanoTime() < deadline);
+        throw new AssertionError("no VERIFY record of job " + jobId + " in " + log + " within 30 s");
     }
 
     private static Path groupLog(final Testbed testbed, final String site, final String name) throws IOException
