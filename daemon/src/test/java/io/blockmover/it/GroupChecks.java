@@ -1,6 +1,7 @@
 package io.blockmover.it;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -11,8 +12,6 @@ import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 
@@ -224,22 +223,26 @@ final class GroupChecks
         final byte[] id = ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(0, jobId).array();
         // The verify appends its records from the resyncer's thread, after 'group-verify' has answered: on a busy
         // host the first one came after the test looked once (a suite run failed so).
-        final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        do
+        Testbed.await("a VERIFY record of job " + jobId + " in " + log, 30, () ->
         {
-            final byte[] all = Files.readAllBytes(log);
-            for (int i = 0; i + 28 <= all.length; i++)
+            try
             {
-                if (Arrays.equals(all, i, i + 8, id, 0, 8))
+                final byte[] all = Files.readAllBytes(log);
+                for (int i = 0; i + 28 <= all.length; i++)
                 {
-                    flipByte(log, i + 24, all[i + 24]);
-                    return;
+                    if (Arrays.equals(all, i, i + 8, id, 0, 8))
+                    {
+                        flipByte(log, i + 24, all[i + 24]);
+                        return true;
+                    }
                 }
+                return false;
             }
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
-        }
-        while (System.nanoTime() < deadline);
-        throw new AssertionError("no VERIFY record of job " + jobId + " in " + log + " within 30 s");
+            catch (final IOException ex)
+            {
+                throw new UncheckedIOException(ex);
+            }
+        });
     }
 
     private static Path groupLog(final Testbed testbed, final String site, final String name) throws IOException
