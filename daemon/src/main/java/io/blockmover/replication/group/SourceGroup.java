@@ -813,7 +813,11 @@ public final class SourceGroup implements AutoCloseable
     {
         final long offset = region * config.regionLength;
         final int length = (int)Math.min(config.regionLength, config.volumes.get(vol).size - offset);
-        if (log.freeBytes() < 2L * (length + 128) && (!reclaimLogSpace() || log.freeBytes() < 2L * (length + 128)))
+        // Client writes come first: the resync appends only while half the log stays free after its record. It used
+        // to fill the log to within two regions, so a steady writer's records found no room and fell back to the
+        // bitmaps, dirtying again the regions just sent: the resync never finished (GroupIT on CI, a 16 MiB log).
+        final long needed = Math.max(2L * (length + 128), log.capacity() / 2 + length + 128);
+        if (log.freeBytes() < needed && (!reclaimLogSpace() || log.freeBytes() < needed))
         {
             return false;
         }
