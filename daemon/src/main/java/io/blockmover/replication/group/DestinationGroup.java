@@ -100,7 +100,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
      * @param volumes         the destination volumes, opened writable, in the group's order.
      * @param log             the group's log, recovered.
      * @param clock           clock.
-     * @param forceBytes      force the volumes after this many applied bytes...
+     * @param forceBytes      force the volumes after this many applied bytes (a quarter of the log at most)...
      * @param forceIntervalNs ...or this long after the first unforced write.
      * @param durable         the group's durable consistency state.
      */
@@ -111,7 +111,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.volumes = volumes;
         this.log = log;
         this.clock = clock;
-        this.forceBytes = forceBytes;
+        // Nothing is released before its volume is forced: with a log under four times flush.bytes (256 MiB by
+        // default) only the interval released it, and a full log held the receiver, and with it a sync source's
+        // writes, until then (a 16 MiB log passed 64-80 MiB/s in 200 ms bursts).
+        this.forceBytes = Math.min(forceBytes, Math.max(1, log.capacity() / 4));
         this.forceIntervalNs = forceIntervalNs;
         this.cursor = log.newCursor();
         this.cursor.position(log.headPosition());
