@@ -77,7 +77,8 @@ public final class Configuration
         define(BITMAP_FORCE_INTERVAL, "1s", "how often dirty bitmaps are forced to disk");
         define(DIGEST_BATCH, "256", "regions per checksum request in seeded copy and verify");
         define(VERIFY_ROUNDS, "3", "verify passes (each resending mismatches) before a job fails");
-        define(FLUSH_BYTES, "256m", "a destination forces its volume after this many bytes written...");
+        define(FLUSH_BYTES, "256m", "a destination forces its volume after this many bytes written (a group's " +
+            "destination: or a quarter of its log, if less)...");
         define(NBD_SOCKET, "/run/blockmover/nbd.sock", "Unix socket of the NBD server exposing source volumes " +
             "of groups (empty: none)");
         define(NBD_LISTEN, "", "address:port of the NBD server over TCP (empty: none; no authentication, so " +
