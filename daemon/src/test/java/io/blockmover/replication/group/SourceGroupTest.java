@@ -785,6 +785,26 @@ class SourceGroupTest
     }
 
     /**
+     * Marks every region dirty and resyncs them in order until the log refuses one (no partner releases anything).
+     *
+     * @return the first region refused.
+     */
+    private int resyncEveryRegionUntilRefused(final ByteBuffer regionBuffer) throws IOException
+    {
+        final int regions = (int)(VOLUME_SIZE / REGION);
+        for (int r = 0; r < regions; r++)
+        {
+            group.dirty(0).set(r);
+        }
+        int region = 0;
+        while (group.resyncRegion(0, region, regionBuffer))
+        {
+            region++;
+        }
+        return region;
+    }
+
+    /**
      * A session that ends after the partner took a log's worth of resync records, but before its DURABLE came,
      * leaves the log full. The next session's OPENED says the partner holds them all (forced there first): the new
      * shipper must release them, since nothing else will; the resync waits for room and sends nothing that could
@@ -797,15 +817,7 @@ class SourceGroupTest
         group = open(GroupMode.SYNC, 1L << 20);
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
         final int regions = (int)(VOLUME_SIZE / REGION);
-        for (int r = 0; r < regions; r++)
-        {
-            group.dirty(0).set(r);
-        }
-        int region = 0;
-        while (group.resyncRegion(0, region, regionBuffer))
-        {
-            region++;
-        }
+        final int region = resyncEveryRegionUntilRefused(regionBuffer);
         assertTrue(region > 0 && region < regions, "the log filled after " + region + " regions");
         final long held = group.publishedLsn();
 
@@ -832,15 +844,7 @@ class SourceGroupTest
         group = open(GroupMode.SYNC, 1L << 20);
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
         final int regions = (int)(VOLUME_SIZE / REGION);
-        for (int r = 0; r < regions; r++)
-        {
-            group.dirty(0).set(r);
-        }
-        int region = 0;
-        while (group.resyncRegion(0, region, regionBuffer))
-        {
-            region++;
-        }
+        final int region = resyncEveryRegionUntilRefused(regionBuffer);
         assertTrue(region > 0, "the resync appended nothing");
         final long free = group.log().freeBytes();
         assertTrue(free >= group.log().capacity() / 2, "the resync left " + free + " bytes of " +
