@@ -48,17 +48,6 @@ public final class ConnectionIdleStrategy implements IdleStrategy
         {
             return MAX_WAIT_MS;
         }
-
-        /**
-         * Asked first on every idle duty cycle: true polls the connection again at once, with no wait in the
-         * kernel. For an answer someone waits for while this CPU has nothing else to do; bound it.
-         *
-         * @return whether to poll rather than wait now.
-         */
-        default boolean pollNow()
-        {
-            return false;
-        }
     }
 
     public ConnectionIdleStrategy(final FrameConnection connection)
@@ -92,11 +81,6 @@ public final class ConnectionIdleStrategy implements IdleStrategy
     @Override
     public void idle()
     {
-        if (sleeper != null && sleeper.pollNow())
-        {
-            Thread.onSpinWait();
-            return;
-        }
         if (spins < maxSpins)
         {
             spins++;

@@ -31,9 +31,6 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     static final long CURRENT_BACKLOG_BYTES = 32L << 20;
     /** Longest idle wait of the shipper and the receiver of a group: far below any heartbeat interval. */
     public static final long IDLE_WAIT_MS = 20;
-    /** The longest {@link #pollNow} polls for one FLUSH's DURABLE: a few of the partner's log forces. */
-    static final long POLL_FOR_DURABLE_NS = 200_000;
-    private long pollingSinceNs;
 
     private final SourceGroup group;
     private final FrameConnection connection;
@@ -591,28 +588,6 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     public long maxWaitMs()
     {
         return throttled ? ConnectionIdleStrategy.MAX_WAIT_MS : IDLE_WAIT_MS;
-    }
-
-    /**
-     * Polls the socket while a FLUSH waits for the partner's DURABLE, for at most {@link #POLL_FOR_DURABLE_NS}
-     * at a time. At queue depth 1 the FLUSH's thread and the client both wait then, so the CPU has nothing else to
-     * do, and the DURABLE found by a poll spares the wake-up of this thread (traced at about 25 us here) on the path
-     * the FLUSH waits for.
-     */
-    @Override
-    public boolean pollNow()
-    {
-        if (!group.isFlushAwaitingPartner())
-        {
-            pollingSinceNs = 0;
-            return false;
-        }
-        final long nowNs = clock.nanoTime();
-        if (pollingSinceNs == 0)
-        {
-            pollingSinceNs = nowNs;
-        }
-        return nowNs - pollingSinceNs < POLL_FOR_DURABLE_NS;
     }
 
     @Override

@@ -133,9 +133,6 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong recordsMended = new AtomicLong();
     final ConcurrentHistogram localWriteNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     final ConcurrentHistogram partnerAckNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
-    // The highest LSN a FLUSH asked the partner to make durable (see Shipper#pollNow): it waits while the
-    // partner's DURABLE is below it.
-    private final java.util.concurrent.atomic.AtomicLong flushAwaitedLsn = new java.util.concurrent.atomic.AtomicLong();
     final ConcurrentHistogram remoteFlushNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
 
     /**
@@ -574,17 +571,14 @@ public final class SourceGroup implements AutoCloseable
                 b.force();
             }
         }
-        final boolean confirmed;
         if (remote && durableLsn < lsn)
         {
             // The partner of a sync group forces on its own after every batch (GroupReceiver), so its DURABLE is
             // usually here by the time our own force is done: asking costs a wake-up of the shipper and a frame
-            // each way, so ask only when it has not come. Counted, so the shipper polls for the answer meanwhile.
-            flushAwaitedLsn.accumulateAndGet(lsn, Math::max);
+            // each way, so ask only when it has not come.
             requestDurable(lsn);
         }
-        confirmed = remote && awaitPartner(lsn, true);
-        if (confirmed)
+        if (remote && awaitPartner(lsn, true))
         {
             remoteFlushNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         }
@@ -725,14 +719,6 @@ public final class SourceGroup implements AutoCloseable
         {
             log.force();
         }
-    }
-
-    /**
-     * @return whether a FLUSH waits for the partner's DURABLE right now. Any thread.
-     */
-    boolean isFlushAwaitingPartner()
-    {
-        return flushAwaitedLsn.get() > durableLsn;
     }
 
     private void requestDurable(final long lsn)

@@ -1125,51 +1125,6 @@ class SourceGroupTest
         assertEquals(group.log().tailPosition(), group.log().forcedPosition(), "partner away: the log is forced");
     }
 
-    /**
-     * While a FLUSH waits for the partner's DURABLE, the shipper polls its socket instead of sleeping, so that the
-     * DURABLE it reads spares its own wake-up on the path the FLUSH waits for (at QD1 the FLUSH's thread and the
-     * client both wait then, and the CPU has nothing else to do). Only then, and for a bounded time: a poll that
-     * went on after the DURABLE came held the CPU from the FLUSH's own thread (the FLUSH p50 went from 159 to
-     * 651 us in the first try).
-     */
-    @Test
-    void shouldPollForTheDurableOnlyWhileAFlushWaitsForItAndOnlyForABoundedTime() throws Exception
-    {
-        final NbdExport export = openSyncWithOneDurableWrite();
-        final long[] nowNs = {1_000_000_000L};
-        final Shipper shipper = new Shipper(group, new NullFrameConnection(), 2, 1, false, () -> nowNs[0], 1000,
-            Long.MAX_VALUE, Long.MAX_VALUE);
-        group.partnerProgress(2, 1);
-        export.write(4096, pattern(2, 4096), 4096, false); // LSN 2, acknowledged but not durable there.
-        assertFalse(shipper.pollNow(), "no FLUSH waits");
-
-        final AtomicReference<Throwable> failure = new AtomicReference<>();
-        final Thread flusher = new Thread(() ->
-        {
-            try
-            {
-                export.flush();
-            }
-            catch (final Throwable t)
-            {
-                failure.set(t);
-            }
-        });
-        flusher.start();
-        io.blockmover.Await.awaitTrue("the FLUSH to wait for the partner", group::isFlushAwaitingPartner);
-        assertTrue(shipper.pollNow(), "a FLUSH waits for DURABLE 2");
-        nowNs[0] += Shipper.POLL_FOR_DURABLE_NS - 1;
-        assertTrue(shipper.pollNow());
-        nowNs[0] += 1;
-        assertFalse(shipper.pollNow(), "polled long enough: the DURABLE is late, sleep until it comes");
-
-        group.partnerProgress(2, 2);
-        flusher.join(TimeUnit.SECONDS.toMillis(5));
-        assertFalse(flusher.isAlive(), "the DURABLE released the FLUSH");
-        assertEquals(null, failure.get());
-        assertFalse(shipper.pollNow(), "the DURABLE came: no poll, the FLUSH's thread gets the CPU");
-    }
-
     @Test
     void shouldMakeSyncWritesWaitForThePartnerOnlyWhileItIsCurrent() throws Exception
     {
