@@ -394,16 +394,24 @@ public final class Volume implements AutoCloseable
      * each kept the device at queue depth 1, and the applier could not keep up with a source at queue depth 16.
      * O_DIRECT reads of the same range stay coherent: the kernel writes dirty pages back before a direct read.
      *
+     * No alignment is needed, so the bytes may come straight from wherever they are, a record in a mapped log.
+     *
      * @param position byte offset in the volume.
-     * @param src      buffer holding the bytes from position 0.
-     * @param length   bytes to write.
+     * @param src      buffer holding the bytes between its position and limit, which are left as they were.
      * @throws IOException on an I/O error.
      */
-    public void writeBuffered(final long position, final ByteBuffer src, final int length) throws IOException
+    public void writeBuffered(final long position, final ByteBuffer src) throws IOException
     {
         bufferedSinceForce = true;
-        src.limit(length).position(0);
-        transfer(buffered, src, position, true);
+        final int start = src.position();
+        try
+        {
+            transfer(buffered, src, position, true);
+        }
+        finally
+        {
+            src.position(start);
+        }
     }
 
     /**

@@ -118,7 +118,7 @@ class VolumeTest
         {
             final ByteBuffer src = aligned(3 * BLOCK);
             src.put(data).clear();
-            volume.writeBuffered(BLOCK, src, 3 * BLOCK);
+            volume.writeBuffered(BLOCK, src);
 
             final ByteBuffer dst = aligned(4 * BLOCK);
             volume.read(0, dst, 4 * BLOCK);
@@ -142,7 +142,7 @@ class VolumeTest
             final MappedByteBuffer residency = channel.map(FileChannel.MapMode.READ_ONLY, 8L * BLOCK, 16 * BLOCK);
             final ByteBuffer src = aligned(16 * BLOCK);
             src.put(data).clear();
-            volume.writeBuffered(8L * BLOCK, src, 16 * BLOCK);
+            volume.writeBuffered(8L * BLOCK, src);
             assertTrue(residency.isLoaded(), "just written through the page cache, so cached");
 
             volume.force();

@@ -1,7 +1,9 @@
 package io.blockmover.replication.group;
 
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -160,6 +162,62 @@ class DestinationGroupTest
         group.doWork();
         assertEquals(records + 1, log.headLsn(), "released after " + records + " records, the clock standing still");
         assertTrue(log.usedBytes() < quarter, "the log still holds " + log.usedBytes() + " bytes");
+    }
+
+    /**
+     * The applier writes each record to its volume straight from the log's mapping, checked against its CRC there:
+     * no copy, and no object per record (it once checked a duplicate() of the payload, then copied it into a
+     * buffer of its own).
+     */
+    @Test
+    void shouldApplyRecordsWithoutAllocating() throws Exception
+    {
+        final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
+        final byte[] data = new byte[payload.capacity()];
+        for (int i = 0; i < 5_000; i++)
+        {
+            appendAndApply(i, data);
+        }
+        final int records = 20_000;
+        final long before = threads.getCurrentThreadAllocatedBytes();
+        for (int i = 0; i < records; i++)
+        {
+            appendAndApply(i, data);
+        }
+        final long allocated = threads.getCurrentThreadAllocatedBytes() - before;
+        // A few one-off kilobytes (lazy JDK internals) are tolerated; one object per record (16+ bytes) is not.
+        assertTrue(allocated < records / 2, "allocated " + allocated + " bytes over " + records + " records");
+        final ByteBuffer read = ByteBuffer.allocate(payload.capacity());
+        try (FileChannel volume = FileChannel.open(dir.resolve("volume")))
+        {
+            volume.read(read, ((records - 1) % 16) * 4096L);
+        }
+        assertEquals(ByteBuffer.wrap(stamp(data, records - 1)), read.flip(), "the last record's bytes on the volume");
+    }
+
+    /** One record stamped with {@code i}, at one of 16 blocks, applied: the log forced whenever it is full. */
+    private void appendAndApply(final int i, final byte[] data)
+    {
+        payload.clear();
+        payload.put(stamp(data, i)).clear();
+        while (log.tryAppend(++lsn, 0, (i % 16) * 4096L, 0, payload, 0, payload.capacity()) < 0)
+        {
+            lsn--;
+            log.force(); // The receiver's part: released room comes back at a force.
+            nowNs[0] += 2_000_000;
+            group.doWork();
+        }
+        while (group.appliedLsn() < lsn)
+        {
+            group.doWork();
+        }
+    }
+
+    private static byte[] stamp(final byte[] data, final int i)
+    {
+        java.util.Arrays.fill(data, (byte)i);
+        return data;
     }
 
     /**
