@@ -2,7 +2,7 @@
 //
 // A QD1 client that flushes after every write (fio --fsync=1) waits, per write, for one cycle. Unreplicated, the
 // cycle is the source volume's write (O_DIRECT) and its flush. With a sync partner on the same disk, the partner's
-// log must be forced too before the FLUSH is answered: the partner writes the record (a 128-byte header and the
+// log must be forced too before the FLUSH is answered: the partner writes the record (a 64-byte header and the
 // payload, through the page cache into a log file whose pages are cached, as blockmover's destination log is once
 // its initial sync has lapped it) and forces it, beside the source's write and flush; then it applies the record to
 // its own volume (O_DIRECT, not forced). This program times both cycles back to back, the partner on its own
@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RECORD_HEADER_LENGTH 128
+#define RECORD_HEADER_LENGTH 64 // RecordLogDescriptor.RECORD_HEADER_LENGTH
 
 static int volume_a, volume_b, log_b;
 static long block_size, volume_blocks, log_length;

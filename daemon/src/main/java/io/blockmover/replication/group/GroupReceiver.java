@@ -511,6 +511,13 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         }
         if (appendedLsn > ackedLsn)
         {
+            if (eagerForce)
+            {
+                // A sync partner forces right after this ACK: its records' pages start for the disk first, so that
+                // their write overlaps the ACK's send (on a loopback or veth link, the send runs the receiving
+                // side's network stack too) instead of following it.
+                log.startWriteOut();
+            }
             ackedLsn = appendedLsn;
             send(FrameType.ACK, ackedLsn, nowNs);
             if (!eagerForce || !connection.flush())

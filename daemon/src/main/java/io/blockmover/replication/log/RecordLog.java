@@ -910,9 +910,24 @@ public final class RecordLog implements AutoCloseable
      */
     public long writeBehind()
     {
+        return tailPosition.get() - writeBehindPosition < WRITE_BEHIND_BYTES ? 0 : startWriteOut();
+    }
+
+    /**
+     * Starts writing every record appended since the last call (or {@link #writeBehind}) to the disk, however
+     * few, without waiting for the disk or flushing its cache: the next {@link #force} then finds the pages on
+     * their way and only waits for them. For a sync partner, called before it acknowledges the records it just
+     * logged: the write of their pages overlaps the acknowledgement's trip, which the source's FLUSH would
+     * otherwise wait for on top of the force. Appender thread only.
+     *
+     * @return bytes whose write-out was started by this call.
+     */
+    public long startWriteOut()
+    {
         final long tail = tailPosition.get();
-        if (tail - writeBehindPosition < WRITE_BEHIND_BYTES || fileDescriptor < 0)
+        if (tail == writeBehindPosition || fileDescriptor < 0)
         {
+            writeBehindPosition = tail;
             return 0;
         }
         // Never more than one lap: older positions share their bytes with newer ones.
