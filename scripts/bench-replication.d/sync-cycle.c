@@ -208,15 +208,12 @@ int main(int argc, char **argv)
     memset(record, 0xa5, RECORD_HEADER_LENGTH + block_size);
     // The partner's log pages cached, as a destination's log is after its initial sync: otherwise each record's
     // last page, partly written, is first read from the disk.
-    for (long at = 0; at < log_length; at += 1 << 20)
+    char chunk[1 << 16];
+    for (long at = 0; at < log_length; at += sizeof chunk)
     {
-        char chunk[1 << 16];
-        for (long in = 0; in < (1 << 20) && at + in < log_length; in += sizeof chunk)
+        if (pread(log_b, chunk, sizeof chunk, at) < 0)
         {
-            if (pread(log_b, chunk, sizeof chunk, at + in) < 0)
-            {
-                die("pread");
-            }
+            die("pread");
         }
     }
     if (pin)

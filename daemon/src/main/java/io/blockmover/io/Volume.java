@@ -397,21 +397,13 @@ public final class Volume implements AutoCloseable
      * No alignment is needed, so the bytes may come straight from wherever they are, a record in a mapped log.
      *
      * @param position byte offset in the volume.
-     * @param src      buffer holding the bytes between its position and limit, which are left as they were.
+     * @param src      buffer holding the bytes between its position and limit; its position moves to its limit.
      * @throws IOException on an I/O error.
      */
     public void writeBuffered(final long position, final ByteBuffer src) throws IOException
     {
         bufferedSinceForce = true;
-        final int start = src.position();
-        try
-        {
-            transfer(buffered, src, position, true);
-        }
-        finally
-        {
-            src.position(start);
-        }
+        transfer(buffered, src, position, true);
     }
 
     /**

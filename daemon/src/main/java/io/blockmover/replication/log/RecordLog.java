@@ -925,9 +925,8 @@ public final class RecordLog implements AutoCloseable
     public long startWriteOut()
     {
         final long tail = tailPosition.get();
-        if (tail == writeBehindPosition || fileDescriptor < 0)
+        if (fileDescriptor < 0)
         {
-            writeBehindPosition = tail;
             return 0;
         }
         // Never more than one lap: older positions share their bytes with newer ones.

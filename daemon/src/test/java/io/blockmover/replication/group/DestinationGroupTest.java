@@ -7,6 +7,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 import org.junit.jupiter.api.AfterEach;
@@ -216,7 +217,7 @@ class DestinationGroupTest
 
     private static byte[] stamp(final byte[] data, final int i)
     {
-        java.util.Arrays.fill(data, (byte)i);
+        Arrays.fill(data, (byte)i);
         return data;
     }
 

@@ -44,6 +44,7 @@ class SourceGroupTest
 {
     private static final int REGION = 64 * 1024;
     private static final long VOLUME_SIZE = 4L * 1024 * 1024;
+    private static final int REGIONS = (int)(VOLUME_SIZE / REGION);
 
     @TempDir
     Path dir;
@@ -791,8 +792,7 @@ class SourceGroupTest
      */
     private int resyncEveryRegionUntilRefused(final ByteBuffer regionBuffer) throws IOException
     {
-        final int regions = (int)(VOLUME_SIZE / REGION);
-        for (int r = 0; r < regions; r++)
+        for (int r = 0; r < REGIONS; r++)
         {
             group.dirty(0).set(r);
         }
@@ -816,9 +816,8 @@ class SourceGroupTest
     {
         group = open(GroupMode.SYNC, 1L << 20);
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
-        final int regions = (int)(VOLUME_SIZE / REGION);
         final int region = resyncEveryRegionUntilRefused(regionBuffer);
-        assertTrue(region > 0 && region < regions, "the log filled after " + region + " regions");
+        assertTrue(region > 0 && region < REGIONS, "the log filled after " + region + " regions");
         final long held = group.publishedLsn();
 
         final Shipper shipper = new Shipper(group, new NullFrameConnection(), 2, held, false, () -> 0, 1000,
@@ -843,7 +842,6 @@ class SourceGroupTest
     {
         group = open(GroupMode.SYNC, 1L << 20);
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
-        final int regions = (int)(VOLUME_SIZE / REGION);
         final int region = resyncEveryRegionUntilRefused(regionBuffer);
         assertTrue(region > 0, "the resync appended nothing");
         final long free = group.log().freeBytes();
@@ -854,7 +852,7 @@ class SourceGroupTest
         final int writes = (int)(group.log().capacity() * 3 / 8 / (4096 + 128));
         for (int i = 0; i < writes; i++)
         {
-            export.write((long)(region + i % (regions - region)) * REGION, pattern(i, 4096), 4096, false);
+            export.write((long)(region + i % (REGIONS - region)) * REGION, pattern(i, 4096), 4096, false);
         }
         assertEquals(0, group.untrackedByLog.get(), "client writes that fell back to the bitmaps");
     }
