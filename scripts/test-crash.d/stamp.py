@@ -11,7 +11,7 @@
                                                 (an earlier boot) is continued: the numbers go on after its last.
   stamp.py write-on SOCKET EXPORT LEDGER        the same without an end: until the power goes (another writer
                                                 cuts it), or the end of the volume.
-  stamp.py check VOLUME LEDGER [partner]        read a volume and compare it with LEDGER: every durable block
+  stamp.py check VOLUME LEDGER [partner|resync] read a volume and compare it with LEDGER: every durable block
                                                 holds its stamp, one issued but never answered its stamp or zeros,
                                                 the rest zeros. Prints one line; exit 1 when a durable block is
                                                 missing or a block holds what nobody wrote.
@@ -26,6 +26,9 @@
                                                 first, on the host.
   partner: a destination read before its source is back knows nothing of writes made while it was down: the
   ledger is read only up to its line "partner down" (the test writes it), and what follows must be zeros there.
+  resync: a destination whose power was cut while its source resent the regions written while it was down: it
+  must hold every block made durable before "partner down"; one written after holds its stamp (its region was
+  resent) or zeros (not yet).
 
 Block N (from 1) is written at offset (N - 1) * 4096, once: its 4096 bytes are the 16-byte stamp
 (MAGIC, N) repeated. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
@@ -197,8 +200,11 @@ def prefix(volume, ledger_path, partner=False):
     return 1 if foreign else 0
 
 
-def check(volume, ledger_path, partner=False):
-    issued, durable = read_ledger(ledger_path, partner)
+def check(volume, ledger_path, view=None):
+    issued, durable = read_ledger(ledger_path, view == "partner")
+    if view == "resync":
+        # Required: what the destination held before it went down. Allowed: anything written since.
+        durable = read_ledger(ledger_path, True)[1]
     zeros = bytes(BLOCK)
     missing, foreign, landed, index = [], [], 0, 0
     for index, data in blocks(volume):
@@ -213,10 +219,11 @@ def check(volume, ledger_path, partner=False):
         print("%s: %d blocks durable and %d issued in the ledger, %d blocks in the volume: nothing to check"
               % (volume, len(durable), len(issued), index))
         return 1
-    print("%s: %d durable blocks, %d missing%s; %d of %d written but unanswered landed; %d blocks hold what "
+    print("%s: %d durable blocks, %d missing%s; %d of %d written but %s landed; %d blocks hold what "
           "nobody wrote%s" % (volume, len(durable), len(missing),
                               (" (first " + str(missing[:5]) + ")") if missing else "", landed,
-                              len(issued - durable), len(foreign),
+                              len(issued - durable), "written since it went down" if view == "resync" else
+                              "unanswered", len(foreign),
                               (" (first " + str(foreign[:5]) + ")") if foreign else ""))
     return 1 if missing or foreign else 0
 
@@ -229,36 +236,42 @@ def selftest():
     ledger += ["issued %d" % i for i in range(7, 11)] + ["durable %d" % i for i in range(7, 10)] + ["crash"]
     ledger += ["partner down"] + ["issued %d" % i for i in range(11, 14)]
     ledger += ["durable %d" % i for i in range(11, 13)] + ["crash"]
-    cases = [  # blocks stamped in the volume, partner, whether check and prefix must pass
-        (set(range(1, 13)) - {6, 10}, False, True, True),   # the cut-off writes lost, the one in flight too
-        (set(range(1, 14)), False, True, True),             # every write landed
-        (set(range(1, 13)) - {8}, False, False, False),     # an acknowledged block lost
-        (set(range(1, 6)), False, False, True),             # a lagging destination: a prefix, not complete
-        (set(range(1, 6)) | {7}, False, False, True),       # the prefix goes on past a write cut off
-        (set(range(1, 5)) | {7}, False, False, False),      # a hole in the history
-        ({1, 2, 3, 40}, False, False, False),               # a block nobody wrote
-        (set(range(1, 10)), True, True, True),              # the partner knows nothing of what came after it
-        (set(range(1, 10)) | {11}, True, False, False),     # the partner holds a write made while it was down
+    cases = [  # blocks stamped in the volume, view, whether check and prefix must pass (prefix: None, n/a)
+        (set(range(1, 13)) - {6, 10}, None, True, True),    # the cut-off writes lost, the one in flight too
+        (set(range(1, 14)), None, True, True),              # every write landed
+        (set(range(1, 13)) - {8}, None, False, False),      # an acknowledged block lost
+        (set(range(1, 6)), None, False, True),              # a lagging destination: a prefix, not complete
+        (set(range(1, 6)) | {7}, None, False, True),        # the prefix goes on past a write cut off
+        (set(range(1, 5)) | {7}, None, False, False),       # a hole in the history
+        ({1, 2, 3, 40}, None, False, False),                # a block nobody wrote
+        (set(range(1, 10)), "partner", True, True),         # the partner knows nothing of what came after it
+        (set(range(1, 10)) | {11}, "partner", False, False),  # the partner holds a write made while it was down
+        (set(range(1, 10)), "resync", True, None),          # cut before the resync sent anything
+        (set(range(1, 10)) | {11, 13}, "resync", True, None),  # part of it resent, even the write in flight
+        (set(range(1, 14)), "resync", True, None),          # all of it resent
+        (set(range(1, 12)) - {4}, "resync", False, None),   # a block it held before lost
+        (set(range(1, 10)) | {11, 40}, "resync", False, None),  # a block nobody wrote
     ]
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         ledger_path, volume = os.path.join(tmp, "ledger"), os.path.join(tmp, "volume")
         with open(ledger_path, "w") as f:
             f.write("".join(line + "\n" for line in ledger))
-        for stamped, partner, check_passes, prefix_passes in cases:
+        for stamped, view, check_passes, prefix_passes in cases:
             with open(volume, "wb") as f:
                 for n in range(1, 65):
                     f.write(block(n) if n in stamped else bytes(BLOCK))
             with open(os.devnull, "w") as quiet:
                 saved, sys.stdout = sys.stdout, quiet
                 try:
-                    got = (check(volume, ledger_path, partner) == 0, prefix(volume, ledger_path, partner) == 0)
+                    got = (check(volume, ledger_path, view) == 0,
+                           None if prefix_passes is None else prefix(volume, ledger_path, view == "partner") == 0)
                 finally:
                     sys.stdout = saved
             if got != (check_passes, prefix_passes):
                 failed += 1
                 print("stamp selftest: blocks %s%s: check and prefix passed %s, should have %s"
-                      % (sorted(stamped), " (partner)" if partner else "", got, (check_passes, prefix_passes)))
+                      % (sorted(stamped), " (%s)" % view if view else "", got, (check_passes, prefix_passes)))
     print("stamp selftest: %d of %d cases as they should be" % (len(cases) - failed, len(cases)))
     return 1 if failed else 0
 
@@ -268,8 +281,10 @@ if __name__ == "__main__":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
     elif len(sys.argv) == 5 and sys.argv[1] == "write-on":
         write(sys.argv[2], sys.argv[3], sys.argv[4], float("inf"), cut_power=False)
-    elif len(sys.argv) in (4, 5) and sys.argv[1] in ("check", "prefix") and sys.argv[4:] in ([], ["partner"]):
-        sys.exit((check if sys.argv[1] == "check" else prefix)(sys.argv[2], sys.argv[3], sys.argv[4:] == ["partner"]))
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "check" and sys.argv[4:] in ([], ["partner"], ["resync"]):
+        sys.exit(check(sys.argv[2], sys.argv[3], (sys.argv[4:] or [None])[0]))
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "prefix" and sys.argv[4:] in ([], ["partner"]):
+        sys.exit(prefix(sys.argv[2], sys.argv[3], sys.argv[4:] == ["partner"]))
     elif sys.argv[1:] == ["selftest"]:
         sys.exit(selftest())
     else:
