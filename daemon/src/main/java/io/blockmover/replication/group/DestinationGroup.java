@@ -37,7 +37,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private final Volume[] volumes;
     private final RecordLog log;
     private final RecordLog.Cursor cursor;
-    // For VERIFY records: the region read back (O_DIRECT, so aligned) to be digested.
+    /**
+     * Records at least this long are written to the volume with O_DIRECT, from a copy in {@link #buffer}: one such
+     * write keeps the device busy on its own, and through the page cache it cost the applier the page cache's
+     * bookkeeping, the write-back at the next force, and the drop of the pages after it.
+     */
+    static final int DIRECT_APPLY_LENGTH = 256 * 1024;
+
+    // For VERIFY records: the region read back (O_DIRECT, so aligned) to be digested. For long records: their
+    // aligned copy.
     private final ByteBuffer buffer;
     private final NanoClock clock;
     private final long forceBytes;
@@ -661,8 +669,20 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // resync record at or below the clean point is a replay after a crash, part of that clean state.
             durable.markInconsistent();
         }
-        // Straight from the log's mapping: the bytes just checked, with no copy on the way.
-        volumes[vol].writeBuffered(cursor.offset(), payload);
+        final long offset = cursor.offset();
+        final int length = cursor.length();
+        if (length >= DIRECT_APPLY_LENGTH && ((offset | length) & (Slab.ALIGNMENT - 1)) == 0)
+        {
+            // The log's payload is not aligned for O_DIRECT; a copy is cheaper than the page cache's work.
+            buffer.clear();
+            buffer.put(payload);
+            volumes[vol].write(offset, buffer, length);
+        }
+        else
+        {
+            // Straight from the log's mapping: the bytes just checked, with no copy on the way.
+            volumes[vol].writeBuffered(offset, payload);
+        }
         applyNs.recordValue(Math.min(clock.nanoTime() - startNs, HIGHEST_LATENCY_NS));
         if (unforcedBytes == 0)
         {

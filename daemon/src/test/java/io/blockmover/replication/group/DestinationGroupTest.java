@@ -60,9 +60,14 @@ class DestinationGroupTest
 
     private DestinationGroup openGroup(final long forceBytes) throws IOException
     {
+        return openGroup(forceBytes, REGION);
+    }
+
+    private DestinationGroup openGroup(final long forceBytes, final int region) throws IOException
+    {
         final Path file = dir.resolve("volume");
         final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_DESTINATION, "site-a", GroupMode.SYNC, false,
-            List.of(new GroupConfig.VolumePair("/src", file.toString(), SIZE)), 4L << 20, REGION, 0);
+            List.of(new GroupConfig.VolumePair("/src", file.toString(), SIZE)), 4L << 20, region, 0);
         return new DestinationGroup(config, new Volume[] {Volume.open(file, true)}, log, () -> nowNs[0],
             forceBytes, 1_000_000L, new DurableConsistency(dir));
     }
@@ -195,6 +200,47 @@ class DestinationGroupTest
             volume.read(read, ((records - 1) % 16) * 4096L);
         }
         assertEquals(ByteBuffer.wrap(stamp(data, records - 1)), read.flip(), "the last record's bytes on the volume");
+    }
+
+    /**
+     * A long record goes to the volume with O_DIRECT, past the page cache: none of it is cached after the apply,
+     * before any force. A short one still goes through the cache. Both land.
+     */
+    @Test
+    void shouldWriteLongRecordsPastThePageCache() throws Exception
+    {
+        final int longLength = DestinationGroup.DIRECT_APPLY_LENGTH;
+        final long shortOffset = 2L * longLength;
+        group.close();
+        log = RecordLog.open(dir.resolve("long-log"), 4L << 20, longLength);
+        log.reset(1);
+        lsn = 0;
+        group = openGroup(1L << 20, longLength);
+        final byte[] longData = new byte[longLength];
+        new java.util.Random(7).nextBytes(longData);
+        final byte[] shortData = stamp(new byte[4096], 9);
+        assertTrue(log.tryAppend(++lsn, 0, 0, 0, ByteBuffer.wrap(longData), 0, longLength) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, shortOffset, 0, ByteBuffer.wrap(shortData), 0, shortData.length) >= 0);
+        while (group.appliedLsn() < lsn)
+        {
+            group.doWork();
+        }
+        assertNull(group.failure());
+
+        try (FileChannel volume = FileChannel.open(dir.resolve("volume")))
+        {
+            // Only asked, never touched: isLoaded() is mincore(2), which faults nothing in.
+            assertFalse(volume.map(FileChannel.MapMode.READ_ONLY, 0, longLength).isLoaded(),
+                "the long record's range is in the page cache");
+            assertTrue(volume.map(FileChannel.MapMode.READ_ONLY, shortOffset, shortData.length).isLoaded(),
+                "the short record went through the page cache");
+            final ByteBuffer read = ByteBuffer.allocate(longLength);
+            volume.read(read, 0);
+            assertEquals(ByteBuffer.wrap(longData), read.flip(), "the long record's bytes on the volume");
+            final ByteBuffer readShort = ByteBuffer.allocate(shortData.length);
+            volume.read(readShort, shortOffset);
+            assertEquals(ByteBuffer.wrap(shortData), readShort.flip(), "the short record's bytes on the volume");
+        }
     }
 
     /** One record stamped with {@code i}, at one of 16 blocks, applied: the log forced whenever it is full. */
