@@ -44,7 +44,9 @@ import time
 BLOCK = 4096
 MAGIC = 0x626D63726173680A  # "bmcrash\n"
 STAMP = struct.Struct("<QQ")
-MIN_ROUND = 50  # blocks the cutting writer makes durable in each round at least
+# Blocks the cutting writer makes durable in each round at least: 600 KiB, so that the degraded round spans three
+# of scripts/test-crash's 256 KiB regions, and the resync its third cut falls in has more to send after the first.
+MIN_ROUND = 150
 
 NBD_OPT_GO = 7
 NBD_REP_ACK = 1
