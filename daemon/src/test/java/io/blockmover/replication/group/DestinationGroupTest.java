@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Random;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -217,7 +218,7 @@ class DestinationGroupTest
         lsn = 0;
         group = openGroup(1L << 20, longLength);
         final byte[] longData = new byte[longLength];
-        new java.util.Random(7).nextBytes(longData);
+        new Random(7).nextBytes(longData);
         final byte[] shortData = stamp(new byte[4096], 9);
         assertTrue(log.tryAppend(++lsn, 0, 0, 0, ByteBuffer.wrap(longData), 0, longLength) >= 0);
         assertTrue(log.tryAppend(++lsn, 0, shortOffset, 0, ByteBuffer.wrap(shortData), 0, shortData.length) >= 0);
