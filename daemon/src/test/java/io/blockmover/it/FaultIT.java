@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -183,21 +184,21 @@ class FaultIT
             try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
             {
                 // Runs the peer's bucket about 1000 s into debt: every record after it waits in the log.
-                assertEquals(0, client.write(0, new byte[(int)MIB]));
+                assertEquals(0, client.write(0, new byte[MIB]));
             }
             final Map<String, Object> started =
                 (Map<String, Object>)testbed.call("site-a", "group-verify", Map.of("name", "gvoid"));
             GroupChecks.damageVerifyRecord(testbed, "site-a", "gvoid", GroupChecks.number(started, "job"));
             testbed.cli("site-a", "peer", "set", "site-b", "--max-rate", "0").expect(0);
 
-            final Map<String, Object>[] job = new Map[] {started};
+            final AtomicReference<Map<String, Object>> job = new AtomicReference<>(started);
             Testbed.await("the verify to end", 60, () ->
             {
-                job[0] = (Map<String, Object>)testbed.call("site-a", "group-verify-status", Map.of("name", "gvoid"));
-                return !"verifying".equals(job[0].get("state"));
+                job.set((Map<String, Object>)testbed.call("site-a", "group-verify-status", Map.of("name", "gvoid")));
+                return !"verifying".equals(job.get().get("state"));
             });
-            assertEquals("identical", job[0].get("result"), job[0].toString());
-            assertEquals(size / MIB, GroupChecks.number(job[0], "regions_compared"), job[0].toString());
+            assertEquals("identical", job.get().get("result"), job.get().toString());
+            assertEquals(size / MIB, GroupChecks.number(job.get(), "regions_compared"), job.get().toString());
             final Map<String, Object> status = GroupChecks.awaitReplicated(testbed, "gvoid", 60);
             assertEquals(1, GroupChecks.number(status, "records_mended"), status.toString());
             GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
@@ -212,6 +213,7 @@ class FaultIT
      * again.
      */
     @Test
+    @SuppressWarnings("try") // proxy.close() inside its try: the partner's address must go away mid-test.
     void shouldCreateAGroupWhoseFirstHandshakeIsResetAndFailOnlyWhenItKeepsBreaking() throws Exception
     {
         try (FaultProxy proxy = new FaultProxy(0);

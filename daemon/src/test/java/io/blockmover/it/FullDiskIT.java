@@ -294,7 +294,7 @@ class FullDiskIT
         assertTrue(!(again.stdout() + again.stderr()).contains("failed"), again.toString());
         awaitReplicated(testbed, name, 60);
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, 16L * MIB);
-        assertEquals((byte)0x5a, Files.readAllBytes(destination)[8 * (int)MIB - 1]);
+        assertEquals((byte)0x5a, Files.readAllBytes(destination)[8 * MIB - 1]);
         GroupChecks.delete(testbed, name);
     }
 }

@@ -242,7 +242,7 @@ class GroupIT
         // The seed is an older copy: 1 MiB regions 3, 40 and 63 of the first volume and 0 and 17 of the second
         // differ (one 4 KiB block each, or a whole region), the rest is equal.
         damage(destinations[0], 3 * MIB + 8192, 4096);
-        damage(destinations[0], 40 * MIB, (int)MIB);
+        damage(destinations[0], 40 * MIB, MIB);
         damage(destinations[0], 63 * MIB + MIB - 4096, 4096);
         damage(destinations[1], 0, 4096);
         damage(destinations[1], 17 * MIB + 512 * 1024, 4096);
