@@ -1422,12 +1422,13 @@ public final class RecordLog implements AutoCloseable
         long records = 0;
         int minEpoch = Integer.MIN_VALUE;
         // The scan reads every record through the mapping. Left to page faults, the kernel reads a little ahead
-        // of each and the disk idles between them: ask for a window of chunks ahead instead.
+        // of each and the disk idles between them: ask for a window of chunks ahead instead, once the scan has
+        // passed its first chunk (a log that holds less, an empty one above all, is read no further than that).
         long askedTo = head & -readAheadLength;
         final long readAheadWindow = (long)RECOVERY_READ_AHEAD_CHUNKS * readAheadLength;
         while (scan - head < capacity)
         {
-            while (askedTo - scan < readAheadWindow && askedTo - head < capacity)
+            while (scan - head >= readAheadLength && askedTo - scan < readAheadWindow && askedTo - head < capacity)
             {
                 readAhead(askedTo);
                 askedTo += readAheadLength;
