@@ -22,6 +22,7 @@ import random
 import socket
 import struct
 import sys
+import time
 
 PAGE = 4096
 NBDMAGIC = 0x4E42444D41474943
@@ -212,10 +213,16 @@ def selftest():
                     os.unlink(stale)
             server = threading.Thread(target=serve, args=(image, path, marker, seed, True))
             server.start()
-            while not os.path.exists(path):
-                pass
             client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            client.connect(path)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client.connect(path)  # refused (or absent) until the server listens
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
             recv_exact(client, 18)
             client.sendall(struct.pack(">I", FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
             client.sendall(struct.pack(">QII", IHAVEOPT, OPT_GO, 6) + struct.pack(">I", 0) + struct.pack(">H", 0))
