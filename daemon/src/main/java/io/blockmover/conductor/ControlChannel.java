@@ -9,12 +9,14 @@ import java.util.concurrent.locks.LockSupport;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 import org.agrona.BufferUtil;
+import org.agrona.concurrent.status.AtomicCounter;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.protocol.ErrorPayload;
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.protocol.ProtocolException;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -57,11 +59,18 @@ final class ControlChannel
     private final FrameHeader txHeader = new FrameHeader();
     private final ByteBuffer rxPayload = BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64);
     private final ByteBuffer txPayload = BufferUtil.allocateDirectAligned(FrameDescriptor.MAX_CONTROL_PAYLOAD, 64);
+    private final AtomicCounter frameErrors;
     private boolean headerDone;
 
-    ControlChannel(final FrameConnection connection)
+    /**
+     * @param connection  the peer link, before any session.
+     * @param frameErrors the daemon's count of frames that arrived unreadable: a handshake damaged on the way ends
+     *                    its connection as a damaged session frame does, and counts as one.
+     */
+    ControlChannel(final FrameConnection connection, final AtomicCounter frameErrors)
     {
         this.connection = connection;
+        this.frameErrors = frameErrors;
     }
 
     FrameConnection connection()
@@ -115,7 +124,8 @@ final class ControlChannel
             final String problem = rxHeader.validate(FrameDescriptor.MAX_CONTROL_PAYLOAD);
             if (problem != null)
             {
-                throw new IOException("bad frame from " + connection.remoteAddress() + ": " + problem);
+                frameErrors.increment();
+                throw new ProtocolException("bad frame from " + connection.remoteAddress() + ": " + problem);
             }
             headerDone = true;
             rxPayload.clear().limit(rxHeader.payloadLength());
@@ -128,7 +138,8 @@ final class ControlChannel
         rxPayload.flip();
         if (!rxHeader.payloadMatches(rxPayload))
         {
-            throw new IOException("control frame payload CRC mismatch from " + connection.remoteAddress());
+            frameErrors.increment();
+            throw new ProtocolException("control frame payload CRC mismatch from " + connection.remoteAddress());
         }
         final byte[] bytes = new byte[rxPayload.remaining()];
         rxPayload.get(bytes);

@@ -10,6 +10,7 @@ import org.agrona.concurrent.AgentRunner;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
+import io.blockmover.cnc.SystemCounter;
 import io.blockmover.daemon.PeerConfig;
 import io.blockmover.io.Volume;
 import io.blockmover.pipeline.DestinationSession;
@@ -56,7 +57,7 @@ final class InboundConnection
     InboundConnection(final Conductor conductor, final FrameConnection connection, final long nowNs)
     {
         this.conductor = conductor;
-        this.channel = new ControlChannel(connection);
+        this.channel = new ControlChannel(connection, conductor.cnc().counter(SystemCounter.FRAME_ERRORS));
         this.deadlineNs = nowNs + conductor.ctx().connectTimeoutNs();
     }
 

@@ -9,6 +9,7 @@ import java.util.Map;
 import org.agrona.CloseHelper;
 
 import io.blockmover.ErrorCode;
+import io.blockmover.cnc.SystemCounter;
 import io.blockmover.daemon.PeerConfig;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.rdma.RdmaEndpoint;
@@ -172,7 +173,7 @@ final class PeerDialer
                 {
                     return 0;
                 }
-                channel = new ControlChannel(connection);
+                channel = new ControlChannel(connection, conductor.cnc().counter(SystemCounter.FRAME_ERRORS));
                 clientNonce = Authenticator.newNonce();
                 final Map<String, Object> hello = new LinkedHashMap<>();
                 hello.put("node", conductor.ctx().nodeName());

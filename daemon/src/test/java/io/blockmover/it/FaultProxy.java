@@ -24,6 +24,12 @@ final class FaultProxy implements AutoCloseable
     private final long reverseFlipEveryBytes;
     private final AtomicLong reverseFlips = new AtomicLong();
     private final AtomicLong flips = new AtomicLong();
+    // Bytes left before the next flip, per direction, carried from one connection to the next (-1: none yet). A
+    // schedule that started over with each connection, seeded alike, never reached its first reverse flip when
+    // every session ended before carrying that many bytes back: FaultIT waited for reverse flips until it timed out.
+    private final AtomicLong untilFlip = new AtomicLong(-1);
+    private final AtomicLong untilReverseFlip = new AtomicLong(-1);
+    private final AtomicLong connections = new AtomicLong();
     private final List<Socket> sockets = new ArrayList<>();
     private volatile InetSocketAddress target;
     private final AtomicLong resets = new AtomicLong();
@@ -108,8 +114,9 @@ final class FaultProxy implements AutoCloseable
                     sockets.add(client);
                     sockets.add(upstream);
                 }
-                pump(client, upstream, flipEveryBytes, flips);
-                pump(upstream, client, reverseFlipEveryBytes, reverseFlips);
+                final long connection = connections.incrementAndGet();
+                pump(client, upstream, flipEveryBytes, flips, untilFlip, 2 * connection);
+                pump(upstream, client, reverseFlipEveryBytes, reverseFlips, untilReverseFlip, 2 * connection + 1);
             }
             catch (final IOException ex)
             {
@@ -136,13 +143,15 @@ final class FaultProxy implements AutoCloseable
         }
     }
 
-    private void pump(final Socket from, final Socket to, final long every, final AtomicLong counter)
+    private void pump(final Socket from, final Socket to, final long every, final AtomicLong counter,
+        final AtomicLong carried, final long seed)
     {
         final Thread thread = new Thread(() ->
         {
-            final SplittableRandom random = new SplittableRandom(from.getPort());
+            final SplittableRandom random = new SplittableRandom(seed);
             final boolean damage = every > 0;
-            long untilFlip = damage ? every / 2 + random.nextLong(every) : Long.MAX_VALUE;
+            final long left = carried.get();
+            long untilFlip = !damage ? Long.MAX_VALUE : left >= 0 ? left : every / 2 + random.nextLong(every);
             final byte[] buffer = new byte[64 * 1024];
             try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream())
             {
@@ -156,6 +165,10 @@ final class FaultProxy implements AutoCloseable
                         untilFlip += every / 2 + random.nextLong(every);
                     }
                     untilFlip -= n;
+                    if (damage)
+                    {
+                        carried.set(untilFlip);
+                    }
                     out.write(buffer, 0, n);
                 }
             }
