@@ -105,7 +105,7 @@ public final class RecordLog implements AutoCloseable
     /** Appends ask for the page cache to hold this much of the log ahead of the tail (see readAhead). */
     private static final int READ_AHEAD_LENGTH = 1 << 20;
     /** Chunks of {@link #READ_AHEAD_LENGTH} that recovery asks the kernel to read ahead of its scan. */
-    static final int RECOVERY_READ_AHEAD_CHUNKS = 32;
+    private static final int RECOVERY_READ_AHEAD_CHUNKS = 32;
     private static final int STAGING_ALIGNMENT = 4096;
     /** {@link #writeBehind} starts the write-out of appended records once this much is waiting. */
     static final long WRITE_BEHIND_BYTES = 1L << 20;
