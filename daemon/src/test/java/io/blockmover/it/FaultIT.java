@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.stream.Collectors;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -114,8 +115,11 @@ class FaultIT
             final long sessions = GroupChecks.number(destination, "sessions") - GroupChecks.number(before, "sessions");
             final long unreadableAtSource = testbed.counter("site-a", "frame errors") - frameErrorsBefore;
             assertTrue(unreadableAtSource >= 1, "no damaged acknowledgement detected: " + testbed.log("site-a"));
-            assertTrue(sessions <= unreadable + unreadableAtSource, sessions + " new sessions, but only " +
-                unreadable + " + " + unreadableAtSource + " unreadable frames: damaged records ended sessions");
+            // With why each session ended, from both logs: in one suite run of 3 a session more than the unreadable
+            // frames ended, which no run alone or under CPU load repeated (34 runs).
+            assertTrue(sessions <= unreadable + unreadableAtSource, () -> sessions + " new sessions, but only " +
+                unreadable + " + " + unreadableAtSource + " unreadable frames: damaged records ended sessions:\n" +
+                linesWith(testbed.log("site-b"), "ended") + linesWith(testbed.log("site-a"), "degraded"));
             assertTrue(GroupChecks.number(testbed.group("site-a", "gflip"), "records_resent") >= 1,
                 "the source resent nothing");
             GroupChecks.delete(testbed, "gflip");
@@ -352,5 +356,10 @@ class FaultIT
         {
             Files.deleteIfExists(otherKey);
         }
+    }
+
+    private static String linesWith(final String log, final String word)
+    {
+        return log.lines().filter(line -> line.contains(word)).map(line -> line + "\n").collect(Collectors.joining());
     }
 }
