@@ -165,7 +165,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     @Override
     public void onStart()
     {
-        sendCursor.position(log.headPosition());
+        positionSendCursorAfter(sentLsn);
         releaseCursor.position(log.headPosition());
         // Records made durable in an earlier session may still fill the log: release them now, or a resync that
         // waits for log space (and sends nothing that would bring a DURABLE) waits forever. What the partner holds
@@ -377,13 +377,32 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         try
         {
             sentLsn = lsn - 1;
-            sendCursor.position(log.headPosition()); // The send loop skips what the partner already holds.
+            positionSendCursorAfter(sentLsn);
         }
         finally
         {
             sendLock.unlock();
         }
         group.recordsResent.incrementAndGet();
+    }
+
+    /**
+     * Puts the send cursor on the first record after the given LSN, now: never on records this agent may release
+     * before the cursor has passed them. It once started at the head and let the send loop skip what the partner
+     * held; with the socket full, release() let those records go first, a writer short of room reused their space,
+     * and the cursor then read a later lap: records out of order, or payload bytes taken for a length. Every record
+     * released is at most the partner's durable LSN, never above what was sent, so records behind the cursor are
+     * the only ones ever released. Agent thread, or under the send lock while no writer can send (onStart).
+     */
+    private void positionSendCursorAfter(final long lsn)
+    {
+        long position = log.headPosition();
+        sendCursor.position(position);
+        while (sendCursor.next() && sendCursor.lsn() <= lsn)
+        {
+            position = sendCursor.nextPosition();
+        }
+        sendCursor.position(position);
     }
 
     /**

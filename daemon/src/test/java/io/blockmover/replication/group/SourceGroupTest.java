@@ -563,22 +563,33 @@ class SourceGroupTest
      * The partner as a shipper sees it: takes every frame, keeps each RECORD's LSN, aux flags, whether its payload
      * matched its CRC, and its bytes, and says NACK when told to.
      */
+    /**
+     * Takes what the shipper sends unless its socket is full, and answers with the frames it is told to.
+     */
     private static final class NackingPartner extends NullFrameConnection
     {
         final List<long[]> sent = new java.util.ArrayList<>();
         final List<byte[]> payloads = new java.util.ArrayList<>();
-        private final FrameHeader nack = new FrameHeader();
-        private boolean nackWaiting;
+        private final java.util.ArrayDeque<FrameHeader> replies = new java.util.ArrayDeque<>();
+        boolean socketFull;
 
         void nack(final long lsn)
         {
-            nack.reset(FrameType.NACK).sessionId(1).sequence(lsn).seal();
-            nackWaiting = true;
+            replies.add(new FrameHeader().reset(FrameType.NACK).sessionId(1).sequence(lsn).seal());
+        }
+
+        void durable(final long lsn)
+        {
+            replies.add(new FrameHeader().reset(FrameType.DURABLE).sessionId(1).sequence(lsn).seal());
         }
 
         @Override
         public boolean startSend(final FrameHeader header, final ByteBuffer payload)
         {
+            if (socketFull)
+            {
+                throw new IllegalStateException("a frame started while the socket is full");
+            }
             if (header.type() == FrameType.RECORD)
             {
                 final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
@@ -593,15 +604,27 @@ class SourceGroupTest
         }
 
         @Override
+        public boolean flush()
+        {
+            return !socketFull;
+        }
+
+        @Override
+        public boolean isSendPending()
+        {
+            return socketFull;
+        }
+
+        @Override
         public boolean receiveHeader(final FrameHeader header)
         {
-            if (!nackWaiting)
+            final FrameHeader reply = replies.poll();
+            if (reply == null)
             {
                 return false;
             }
-            nackWaiting = false;
             header.byteBuffer().clear();
-            header.byteBuffer().put(nack.byteBuffer().duplicate().clear()
+            header.byteBuffer().put(reply.byteBuffer().duplicate().clear()
                 .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
             return true;
         }
@@ -611,6 +634,98 @@ class SourceGroupTest
         {
             return !dst.hasRemaining();
         }
+    }
+
+    /**
+     * A new session's shipper released what the partner already held before its send cursor had passed those
+     * records: the cursor started at the head and skipped them as it sent. With the socket full in between, a
+     * writer short of room reused the space, and the cursor then read a later lap's bytes: records out of order,
+     * or a payload taken for a length (FaultIT on CI: the session ended with "IllegalArgumentException: newLimit
+     * &lt; 0").
+     */
+    @Test
+    void shouldStartSendingAfterWhatThePartnerHoldsEvenOnceItsSpaceIsReused() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final long last = fillLogWithSmallWrites();
+        final NackingPartner partner = new NackingPartner();
+        partner.socketFull = true;
+        final Shipper shipper =
+            new Shipper(group, partner, 2, last - 2, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals(last - 1, group.log().headLsn(), "what the partner holds is released");
+
+        writeSmall(last + 1, 8);
+        assertEquals(last + 8, group.publishedLsn(), "the writes reused the released space");
+        partner.socketFull = false;
+        shipper.doWork();
+        assertEquals(lsnRange(last - 1, last + 8), describe(partner.sent));
+        shipper.onClose();
+    }
+
+    /**
+     * The same for a NACK: the log went again from its head, skipping what the partner held, and a DURABLE in the
+     * same batch released those records before the cursor had passed them.
+     */
+    @Test
+    void shouldSendAgainFromADamagedRecordEvenOnceTheSpaceBeforeItIsReused() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final long last = fillLogWithSmallWrites();
+        final NackingPartner partner = new NackingPartner();
+        final Shipper shipper =
+            new Shipper(group, partner, 2, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals(lsnRange(1, last), describe(partner.sent));
+
+        partner.sent.clear();
+        partner.socketFull = true;
+        partner.nack(last - 1);
+        partner.durable(last - 2);
+        shipper.doWork();
+        assertEquals(last - 1, group.log().headLsn(), "what the partner holds is released");
+
+        writeSmall(last + 1, 8);
+        assertEquals(last + 8, group.publishedLsn(), "the writes reused the released space");
+        partner.socketFull = false;
+        shipper.doWork();
+        assertEquals(lsnRange(last - 1, last + 8), describe(partner.sent));
+        shipper.onClose();
+    }
+
+    /**
+     * @return the LSN of the last of the 4 KiB writes that filled the log (none went to the bitmap).
+     */
+    private long fillLogWithSmallWrites() throws IOException
+    {
+        final int recordLength = io.blockmover.replication.log.RecordLogDescriptor.recordLength(4096);
+        long lsn = 0;
+        while (group.log().freeBytes() >= 2L * recordLength)
+        {
+            writeSmall(++lsn, 1);
+        }
+        assertEquals(lsn, group.publishedLsn());
+        return lsn;
+    }
+
+    private void writeSmall(final long firstSeed, final int count) throws IOException
+    {
+        for (long seed = firstSeed; seed < firstSeed + count; seed++)
+        {
+            group.export(0).write(4096L * (seed % (VOLUME_SIZE / 4096)), pattern((int)seed, 4096), 4096, false);
+        }
+    }
+
+    private static String lsnRange(final long first, final long last)
+    {
+        final StringBuilder b = new StringBuilder("[");
+        for (long lsn = first; lsn <= last; lsn++)
+        {
+            b.append(lsn > first ? ", " : "").append(lsn);
+        }
+        return b.append(']').toString();
     }
 
     private static String describe(final List<long[]> sent)
