@@ -392,15 +392,16 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
      * held; with the socket full, release() let those records go first, a writer short of room reused their space,
      * and the cursor then read a later lap: records out of order, or payload bytes taken for a length. Every record
      * released is at most the partner's durable LSN, never above what was sent, so records behind the cursor are
-     * the only ones ever released. Agent thread, or under the send lock while no writer can send (onStart).
+     * the only ones ever released. The check cursor looks: the send cursor's payload view may still be a frame the
+     * socket has not taken whole. Agent thread, under the send lock or while no writer can send (onStart).
      */
     private void positionSendCursorAfter(final long lsn)
     {
         long position = log.headPosition();
-        sendCursor.position(position);
-        while (sendCursor.next() && sendCursor.lsn() <= lsn)
+        checkCursor.position(position);
+        while (checkCursor.next() && checkCursor.lsn() <= lsn)
         {
-            position = sendCursor.nextPosition();
+            position = checkCursor.nextPosition();
         }
         sendCursor.position(position);
     }

@@ -1166,6 +1166,15 @@ public final class RecordLog implements AutoCloseable
                 }
                 position = nextPosition;
                 length = buffer.getInt(offsetInSegment + RECORD_LENGTH_OFFSET);
+                if (buffer.getInt(offsetInSegment + RECORD_MAGIC_OFFSET) != RECORD_MAGIC ||
+                    buffer.getInt(offsetInSegment + RECORD_TYPE_OFFSET) != TYPE_DATA || length < 0 ||
+                    length > maxRecordLength)
+                {
+                    // A cursor left behind released space that appends reused: say so, rather than take payload
+                    // bytes for a length (once an IllegalArgumentException from the payload view's limit).
+                    throw new IllegalStateException("no record at position " + position + " of record log " + path +
+                        " (head " + headPosition.get() + ", tail " + tail + "): a cursor read released space");
+                }
                 volume = buffer.getInt(offsetInSegment + RECORD_VOLUME_OFFSET);
                 lsn = buffer.getLong(offsetInSegment + RECORD_LSN_OFFSET);
                 offset = buffer.getLong(offsetInSegment + RECORD_OFFSET_OFFSET);

@@ -564,13 +564,19 @@ class SourceGroupTest
      * matched its CRC, and its bytes, and says NACK when told to.
      */
     /**
-     * Takes what the shipper sends unless its socket is full, and answers with the frames it is told to.
+     * Takes what the shipper sends, as a socket would: whole while it has room, then one frame held by reference
+     * (its payload view, not a copy) until there is room again; answers with the frames it is told to.
      */
     private static final class NackingPartner extends NullFrameConnection
     {
         final List<long[]> sent = new java.util.ArrayList<>();
         final List<byte[]> payloads = new java.util.ArrayList<>();
         private final java.util.ArrayDeque<FrameHeader> replies = new java.util.ArrayDeque<>();
+        private final FrameHeader heldHeader = new FrameHeader();
+        private ByteBuffer heldPayload;
+        /** Frames the socket takes whole before it holds one. */
+        int roomForFrames = Integer.MAX_VALUE;
+        /** Takes nothing at all: not even one frame starts. */
         boolean socketFull;
 
         void nack(final long lsn)
@@ -586,10 +592,23 @@ class SourceGroupTest
         @Override
         public boolean startSend(final FrameHeader header, final ByteBuffer payload)
         {
-            if (socketFull)
+            if (socketFull || heldPayload != null)
             {
                 throw new IllegalStateException("a frame started while the socket is full");
             }
+            if (roomForFrames == 0 && header.type() == FrameType.RECORD)
+            {
+                copy(header, heldHeader);
+                heldPayload = payload;
+                return false;
+            }
+            roomForFrames = roomForFrames == Integer.MAX_VALUE ? roomForFrames : roomForFrames - 1;
+            take(header, payload);
+            return true;
+        }
+
+        private void take(final FrameHeader header, final ByteBuffer payload)
+        {
             if (header.type() == FrameType.RECORD)
             {
                 final java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
@@ -600,19 +619,31 @@ class SourceGroupTest
                 payload.duplicate().get(bytes);
                 payloads.add(bytes);
             }
-            return true;
         }
 
         @Override
         public boolean flush()
         {
-            return !socketFull;
+            if (socketFull)
+            {
+                return false;
+            }
+            if (heldPayload != null)
+            {
+                if (roomForFrames == 0)
+                {
+                    return false;
+                }
+                take(heldHeader, heldPayload);
+                heldPayload = null;
+            }
+            return true;
         }
 
         @Override
         public boolean isSendPending()
         {
-            return socketFull;
+            return socketFull || heldPayload != null;
         }
 
         @Override
@@ -623,10 +654,15 @@ class SourceGroupTest
             {
                 return false;
             }
-            header.byteBuffer().clear();
-            header.byteBuffer().put(reply.byteBuffer().duplicate().clear()
-                .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
+            copy(reply, header);
             return true;
+        }
+
+        private static void copy(final FrameHeader from, final FrameHeader to)
+        {
+            to.byteBuffer().clear();
+            to.byteBuffer().put(from.byteBuffer().duplicate().clear()
+                .limit(io.blockmover.protocol.FrameDescriptor.HEADER_LENGTH));
         }
 
         @Override
@@ -634,6 +670,32 @@ class SourceGroupTest
         {
             return !dst.hasRemaining();
         }
+    }
+
+    /**
+     * A NACK while the socket still holds a record frame: the rewind must not move that frame's payload view (the
+     * send cursor's). The first fix of the rewind below read ahead with the send cursor, and the frame left with
+     * another record's bytes under its CRC (FaultIT: every session then ended with "bad magic 0x0").
+     */
+    @Test
+    void shouldLeaveTheFrameTheSocketHoldsAloneWhenANackRewinds() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        writeSmall(1, 3);
+        final NackingPartner partner = new NackingPartner();
+        partner.roomForFrames = 2;
+        final Shipper shipper =
+            new Shipper(group, partner, 2, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals("[1 crc-ok, 2 crc-ok]", describeSent(partner.sent), "3 waits in the socket");
+
+        partner.nack(2);
+        shipper.doWork();
+        partner.roomForFrames = Integer.MAX_VALUE;
+        shipper.doWork();
+        assertEquals("[1 crc-ok, 2 crc-ok, 3 crc-ok, 2 crc-ok, 3 crc-ok]", describeSent(partner.sent));
+        shipper.onClose();
     }
 
     /**

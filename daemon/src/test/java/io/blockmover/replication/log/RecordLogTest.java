@@ -216,6 +216,26 @@ class RecordLogTest
         }
     }
 
+    /**
+     * A cursor that is not on a record (left behind released space that appends reused) fails with the position,
+     * instead of taking payload bytes for a length.
+     */
+    @Test
+    void shouldRefuseToReadARecordWhereThereIsNone()
+    {
+        try (RecordLog log = openSmall("nowhere.log"))
+        {
+            final long first = append(log, 1, 4096);
+            append(log, 2, 4096);
+            final RecordLog.Cursor cursor = log.newCursor().position(first + RECORD_HEADER_LENGTH + 1024);
+            final IllegalStateException ex = assertThrows(IllegalStateException.class, cursor::next);
+            assertTrue(ex.getMessage().contains("no record at position " + (first + RECORD_HEADER_LENGTH + 1024)),
+                ex.getMessage());
+            assertTrue(cursor.position(first).next(), "a record's own position still reads");
+            assertEquals(1, cursor.lsn());
+        }
+    }
+
     @Test
     void shouldWrapManyTimesWithRandomSizesNeverCrossingASegment()
     {
