@@ -716,14 +716,7 @@ class SourceGroupTest
             new Shipper(group, partner, 2, last - 2, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
         shipper.onStart();
         shipper.doWork();
-        assertEquals(last - 1, group.log().headLsn(), "what the partner holds is released");
-
-        writeSmall(last + 1, 8);
-        assertEquals(last + 8, group.publishedLsn(), "the writes reused the released space");
-        partner.socketFull = false;
-        shipper.doWork();
-        assertEquals(lsnRange(last - 1, last + 8), describe(partner.sent));
-        shipper.onClose();
+        assertSendsFromAfterReuse(shipper, partner, last - 1);
     }
 
     /**
@@ -747,13 +740,23 @@ class SourceGroupTest
         partner.nack(last - 1);
         partner.durable(last - 2);
         shipper.doWork();
-        assertEquals(last - 1, group.log().headLsn(), "what the partner holds is released");
+        assertSendsFromAfterReuse(shipper, partner, last - 1);
+    }
 
+    /**
+     * With the socket full and the records before {@code first} released: writes reuse their space, and once the
+     * socket has room the shipper sends from {@code first} on, in order.
+     */
+    private void assertSendsFromAfterReuse(final Shipper shipper, final NackingPartner partner, final long first)
+        throws IOException
+    {
+        final long last = group.publishedLsn();
+        assertEquals(first, group.log().headLsn(), "what the partner holds is released");
         writeSmall(last + 1, 8);
         assertEquals(last + 8, group.publishedLsn(), "the writes reused the released space");
         partner.socketFull = false;
         shipper.doWork();
-        assertEquals(lsnRange(last - 1, last + 8), describe(partner.sent));
+        assertEquals(lsnRange(first, last + 8), describe(partner.sent));
         shipper.onClose();
     }
 
