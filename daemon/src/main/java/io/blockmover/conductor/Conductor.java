@@ -808,16 +808,29 @@ public final class Conductor implements Agent, ControlServer.Handler
      */
     AgentRunner newRunner(final Agent agent, final IdleStrategy idle)
     {
+        return newRunner(agent, idle, this::error);
+    }
+
+    /**
+     * @param agent   the agent.
+     * @param idle    how it waits.
+     * @param onError told of each unexpected error, named by the agent's role: it counts and logs it.
+     * @return a runner; not started.
+     */
+    static AgentRunner newRunner(final Agent agent, final IdleStrategy idle, final Consumer<String> onError)
+    {
+        // No error counter for the runner: onError counts (Conductor.error), and with both every error of an
+        // agent counted twice in 'blockmover stat'.
         return new AgentRunner(idle,
             (throwable) ->
             {
                 // A stage ends by throwing AgentTerminationException; the session's status says why.
                 if (!(throwable instanceof AgentTerminationException))
                 {
-                    error(agent.roleName() + ": " + throwable);
+                    onError.accept(agent.roleName() + ": " + throwable);
                 }
             },
-            cnc.counter(SystemCounter.ERRORS), agent);
+            null, agent);
     }
 
     int newSessionId()

@@ -1,6 +1,10 @@
 package io.blockmover.pipeline;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.concurrent.atomic.AtomicInteger;
+
+import org.agrona.concurrent.AgentTerminationException;
 
 import io.blockmover.ErrorCode;
 
@@ -57,6 +61,28 @@ public final class SessionStatus
         this.message = message;
         this.retryable = retryable;
         return state.compareAndSet(RUNNING, FAILED);
+    }
+
+    /**
+     * Ends the session on what a stage's duty cycle threw. I/O (the link, a disk) fails it with {@code ioCode}; any
+     * other exception is a bug and fails it as {@link ErrorCode#INTERNAL}, named by its class. Thrown on, such an
+     * exception did not end the stage: its runner logged it and ran the next duty cycle into it again, each time.
+     *
+     * @param ex     what the duty cycle threw.
+     * @param ioCode the code of an I/O failure.
+     * @return the exception that ends the stage: throw it.
+     */
+    public AgentTerminationException failOn(final Exception ex, final ErrorCode ioCode)
+    {
+        if (ex instanceof IOException || ex instanceof UncheckedIOException)
+        {
+            fail(ioCode, ex.getMessage(), true);
+        }
+        else
+        {
+            fail(ErrorCode.INTERNAL, ex.toString(), true);
+        }
+        return new AgentTerminationException(ex);
     }
 
     public ErrorCode code()

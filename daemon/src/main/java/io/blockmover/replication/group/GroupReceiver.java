@@ -234,10 +234,13 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             }
             return work;
         }
-        catch (final IOException ex)
+        catch (final AgentTerminationException ex)
         {
-            status.fail(ErrorCode.PEER_UNREACHABLE, ex.getMessage(), true);
-            throw new AgentTerminationException(ex);
+            throw ex;
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            throw status.failOn(ex, ErrorCode.PEER_UNREACHABLE);
         }
     }
 

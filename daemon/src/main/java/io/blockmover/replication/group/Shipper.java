@@ -61,7 +61,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     private final ReentrantLock sendLock = new ReentrantLock();
     private volatile long sentLsn;
     private volatile long flushSentLsn;
-    private volatile IOException inlineSendFailure;
+    private volatile Exception inlineSendFailure;
     private long acked;
     private long durable;
     private boolean releasePending;
@@ -214,7 +214,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             catch (final IOException | RuntimeException ex)
             {
                 // The agent ends the session with this at its next duty cycle.
-                inlineSendFailure = ex instanceof IOException io ? io : new IOException(ex.toString(), ex);
+                inlineSendFailure = ex;
                 connection.wakeup();
                 return;
             }
@@ -249,10 +249,14 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         }
         try
         {
-            final IOException inlineFailure = inlineSendFailure;
+            final Exception inlineFailure = inlineSendFailure;
             if (inlineFailure != null)
             {
-                throw inlineFailure;
+                if (inlineFailure instanceof IOException io)
+                {
+                    throw io;
+                }
+                throw (RuntimeException)inlineFailure;
             }
             final long nowNs = clock.nanoTime();
             int work = receive(nowNs);
@@ -274,10 +278,13 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             checkAckProgress(nowNs);
             return work;
         }
-        catch (final IOException ex)
+        catch (final AgentTerminationException ex)
         {
-            status.fail(ErrorCode.PEER_UNREACHABLE, ex.getMessage(), true);
-            throw new AgentTerminationException(ex);
+            throw ex;
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            throw status.failOn(ex, ErrorCode.PEER_UNREACHABLE);
         }
     }
 

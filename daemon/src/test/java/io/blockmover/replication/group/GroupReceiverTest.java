@@ -26,6 +26,7 @@ import io.blockmover.replication.log.RecordLogDescriptor;
 import io.blockmover.transport.NullFrameConnection;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 /**
  * The destination's receiver and its log forcer, driven duty cycle by duty cycle over a connection that hands over
@@ -165,6 +166,22 @@ class GroupReceiverTest
     }
 
     /**
+     * An exception that is not I/O in the receiver's duty cycle is a bug: the session ends as INTERNAL, named by
+     * its class, instead of the agent runner logging it and running the next duty cycle into it again.
+     */
+    @Test
+    void shouldEndTheSessionOnABugInItsDutyCycleNotRunIntoItAgain()
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
+        connection.fault = new IllegalStateException("a bug");
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, receiver::doWork);
+        assertEquals(io.blockmover.ErrorCode.INTERNAL, receiver.status().code());
+        assertEquals("java.lang.IllegalStateException: a bug", receiver.status().message());
+    }
+
+    /**
      * Hands over the frames queued with {@link #record}, each whole, and keeps the type and sequence of every
      * frame sent.
      */
@@ -174,6 +191,8 @@ class GroupReceiverTest
         /** Read at every frame sent, into {@link #probed}. */
         LongSupplier probe = () -> 0;
         final List<Long> probed = new ArrayList<>();
+        /** Thrown by the next receive, when set. */
+        RuntimeException fault;
         private final ArrayDeque<FrameHeader> headers = new ArrayDeque<>();
         private final ArrayDeque<ByteBuffer> payloads = new ArrayDeque<>();
 
@@ -202,6 +221,10 @@ class GroupReceiverTest
         @Override
         public boolean receiveHeader(final FrameHeader header)
         {
+            if (fault != null)
+            {
+                throw fault;
+            }
             final FrameHeader next = headers.poll();
             if (next == null)
             {

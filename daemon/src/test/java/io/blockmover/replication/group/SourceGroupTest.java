@@ -935,6 +935,41 @@ class SourceGroupTest
     }
 
     /**
+     * An exception that is not I/O, thrown in the shipper's own duty cycle, is a bug: it ends the session as
+     * INTERNAL, named by its class, so the conductor counts and logs it once and the next session begins. It used
+     * to reach the agent runner, which logged it and ran the next duty cycle into it again, for as long as it
+     * lasted. An unchecked I/O exception (a connection's) ends the session as the partner's loss, as a checked one.
+     */
+    @Test
+    void shouldEndTheSessionOnABugInItsDutyCycleNotRunIntoItAgain() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final RuntimeException[] fault = {new IllegalStateException("a bug")};
+        final NullFrameConnection connection = new NullFrameConnection()
+        {
+            @Override
+            public boolean flush()
+            {
+                throw fault[0];
+            }
+        };
+        Shipper shipper = new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
+        assertEquals(io.blockmover.ErrorCode.INTERNAL, shipper.status().code());
+        assertEquals("java.lang.IllegalStateException: a bug", shipper.status().message());
+        shipper.onClose();
+
+        fault[0] = new java.io.UncheckedIOException(new IOException("Broken pipe"));
+        shipper = new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
+        assertEquals(io.blockmover.ErrorCode.PEER_UNREACHABLE, shipper.status().code());
+        assertTrue(shipper.status().message().contains("Broken pipe"), shipper.status().message());
+        shipper.onClose();
+    }
+
+    /**
      * @return a started shipper over the connection, asleep as between frames, its partner current.
      */
     private Shipper sleepingShipperOfCurrentPartner(final NullFrameConnection connection)

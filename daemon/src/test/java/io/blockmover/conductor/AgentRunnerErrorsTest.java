@@ -1,0 +1,69 @@
+package io.blockmover.conductor;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.AgentTerminationException;
+import org.agrona.concurrent.SleepingIdleStrategy;
+import org.junit.jupiter.api.Test;
+
+import static io.blockmover.Await.awaitTrue;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/**
+ * The runners the conductor gives its agents, on a real thread: each unexpected error is reported once, by role;
+ * the exception that ends a stage is not reported (its session's status says why).
+ */
+class AgentRunnerErrorsTest
+{
+    @Test
+    void shouldReportEachUnexpectedErrorOnceAndNotTheEndOfAStage() throws InterruptedException
+    {
+        final java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
+        final List<String> reported = new ArrayList<>();
+        final int[] cycles = {0};
+        final Agent agent = new Agent()
+        {
+            @Override
+            public int doWork()
+            {
+                cycles[0]++;
+                if (cycles[0] <= 3)
+                {
+                    throw new IllegalStateException("bug " + cycles[0]);
+                }
+                throw new AgentTerminationException();
+            }
+
+            @Override
+            public void onClose()
+            {
+                ended.set(true);
+            }
+
+            @Override
+            public String roleName()
+            {
+                return "stage";
+            }
+        };
+        final AgentRunner runner = Conductor.newRunner(agent, new SleepingIdleStrategy(1_000_000), message ->
+        {
+            synchronized (reported)
+            {
+                reported.add(message);
+            }
+        });
+        AgentRunner.startOnThread(runner);
+        awaitTrue("the agent ended", ended::get);
+        runner.close();
+        synchronized (reported)
+        {
+            assertEquals(List.of("stage: java.lang.IllegalStateException: bug 1",
+                "stage: java.lang.IllegalStateException: bug 2", "stage: java.lang.IllegalStateException: bug 3"),
+                reported);
+        }
+    }
+}
