@@ -47,7 +47,7 @@ final class CapturingFrameConnection implements FrameConnection
     private boolean sendPending;
     private boolean holdPayloads;
     private long framesHeldFrom = -1;
-    private IOException failure;
+    private Exception failure;
     private long bytesSent;
     private long bytesReceived;
 
@@ -81,6 +81,14 @@ final class CapturingFrameConnection implements FrameConnection
      * The next call that touches the network throws this.
      */
     void failWith(final IOException ex)
+    {
+        failure = ex;
+    }
+
+    /**
+     * The next call that touches the network throws this: a bug, not the network.
+     */
+    void failWith(final RuntimeException ex)
     {
         failure = ex;
     }
@@ -354,9 +362,13 @@ final class CapturingFrameConnection implements FrameConnection
 
     private void throwIfFailed() throws IOException
     {
+        if (failure instanceof RuntimeException bug)
+        {
+            throw bug;
+        }
         if (failure != null)
         {
-            throw failure;
+            throw (IOException)failure;
         }
     }
 

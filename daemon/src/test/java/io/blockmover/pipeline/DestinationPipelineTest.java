@@ -383,6 +383,26 @@ class DestinationPipelineTest
         assertEquals(1, counter(SystemCounter.CONNECTIONS_LOST));
     }
 
+    /**
+     * A bug in the receiver's duty cycle ends the session once, as INTERNAL named by its class, and the writer
+     * still forces what it wrote on the way out.
+     */
+    @Test
+    void shouldEndTheSessionOnABugInTheReceiversDutyCycle() throws IOException
+    {
+        start(100);
+        deliverChunk(0);
+        crank();
+        connection.failWith(new IllegalStateException("a bug"));
+
+        assertThrows(AgentTerminationException.class, receiver::doWork);
+        assertEquals(ErrorCode.INTERNAL, session.status().code());
+        assertEquals("java.lang.IllegalStateException: a bug", session.status().message());
+
+        assertThrows(AgentTerminationException.class, writer::doWork);
+        assertTrue(session.isWriterDone());
+    }
+
     @Test
     void shouldForceWhatWasWrittenWhenSessionEndsEarly() throws IOException
     {

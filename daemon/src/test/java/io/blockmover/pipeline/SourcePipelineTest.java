@@ -383,6 +383,24 @@ class SourcePipelineTest
         assertThrows(AgentTerminationException.class, reader::doWork, "the reader stops with the session");
     }
 
+    /**
+     * A bug in the sender's duty cycle (here thrown by the connection) ends the session once, as INTERNAL named by
+     * its class; the agent runner used to log it and run the next duty cycle into it again.
+     */
+    @Test
+    void shouldEndTheSessionOnABugInTheSendersDutyCycle() throws IOException
+    {
+        start(8, 8, false, false);
+        turnReaderUntilIdle();
+        connection.failWith(new IllegalStateException("a bug"));
+
+        assertThrows(AgentTerminationException.class, sender::doWork);
+
+        assertEquals(ErrorCode.INTERNAL, session.status().code());
+        assertEquals("java.lang.IllegalStateException: a bug", session.status().message());
+        assertThrows(AgentTerminationException.class, reader::doWork, "the reader stops with the session");
+    }
+
     @Test
     void shouldFailRetryablyWhenConnectionFails() throws IOException
     {
