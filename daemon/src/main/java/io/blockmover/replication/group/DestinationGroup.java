@@ -443,6 +443,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 ": " + ex.getMessage() + hint(ex) + "; the records stay in the log, tried again in " + delaySeconds +
                 " s";
         }
+        catch (final RuntimeException ex)
+        {
+            // A bug, not the volume: the same back-off and retry from the log's head, named as what it is. Thrown
+            // on, the runner logged it and ran the next duty cycle into it again, at once and for ever.
+            applyFailures++;
+            final long delaySeconds = retry.failed(clock.nanoTime());
+            failure = "cannot apply LSN " + cursor.lsn() + ": " + ex + " (a bug); the records stay in the log, " +
+                "tried again in " + delaySeconds + " s";
+        }
         if (failure == null && unforcedBytes == 0)
         {
             retry.succeeded(); // Everything applied since the last failure is forced.

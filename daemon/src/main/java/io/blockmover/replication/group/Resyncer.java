@@ -113,16 +113,19 @@ public final class Resyncer implements Agent
                     return 0;
                 }
             }
-            catch (final IOException | UncheckedIOException ex)
+            catch (final IOException | RuntimeException ex)
             {
                 // A read error may pass (a multipath path failing over), and so may a failing write or force of the
                 // log or the activity file (unchecked there, as on the client writes' path): the region stays dirty
                 // and is tried again after a back-off. Thrown on, it reached the runner's error handler on every
                 // duty cycle: a busy loop that logged each time.
+                // Any other exception is a bug: the same back-off, and named as one.
                 final String source = group.config().volumes.get(volume).source;
-                failure = (ex instanceof IOException ? "cannot read " + source + " at region " + next :
-                    "cannot log region " + next + " of " + source) + ": " + ex.getMessage() + "; tried again in " +
-                    retry.failed(clock.nanoTime()) + " s";
+                final String what = ex instanceof IOException ? "cannot read " + source + " at region " + next :
+                    ex instanceof UncheckedIOException ? "cannot log region " + next + " of " + source :
+                    "cannot resync region " + next + " of " + source + " (a bug)";
+                failure = what + ": " + (ex instanceof RuntimeException && !(ex instanceof UncheckedIOException) ?
+                    ex.toString() : ex.getMessage()) + "; tried again in " + retry.failed(clock.nanoTime()) + " s";
                 failures++;
                 region = next;
                 return 0;

@@ -149,6 +149,23 @@ class DestinationGroupTest
     }
 
     /**
+     * A bug in the apply (here a record naming a volume the group does not have, which the receiver never lets
+     * in) backs off and retries from the log's head, named as a bug, like a volume's failure. It used to leave
+     * doWork, and the runner logged it and ran the next duty cycle into it again, at once and for ever.
+     */
+    @Test
+    void shouldBackOffFromABugInTheApplyNotRunIntoItAgain()
+    {
+        assertTrue(log.tryAppend(++lsn, 1, 0, 0, payload, 0, payload.capacity()) >= 0);
+        assertEquals(0, group.doWork());
+        assertTrue(group.failure() != null && group.failure().contains("IndexOutOfBoundsException") &&
+            group.failure().contains("(a bug)") && group.failure().contains("tried again in"), group.failure());
+        assertEquals(1, group.applyFailures());
+        group.doWork();
+        assertEquals(1, group.applyFailures(), "not again before the back-off");
+    }
+
+    /**
      * Applied records are released only once their volume is forced: by flush.bytes or by the interval. A log under
      * four times flush.bytes (256 MiB by default) used to wait for the interval every time it filled, holding the
      * receiver meanwhile (a 16 MiB log passed 64-80 MiB/s in 200 ms bursts); now a quarter of it is enough.
