@@ -38,6 +38,7 @@ import io.blockmover.control.ControlServer;
 import io.blockmover.daemon.Context;
 import io.blockmover.daemon.PeerConfig;
 import io.blockmover.io.Volume;
+import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
 import io.blockmover.transport.rdma.RdmaDevices;
@@ -824,10 +825,15 @@ public final class Conductor implements Agent, ControlServer.Handler
         return new AgentRunner(idle,
             (throwable) ->
             {
-                // A stage ends by throwing AgentTerminationException; the session's status says why.
+                // A stage ends by throwing AgentTerminationException and its session's status says why; one that
+                // ended on a bug (SessionStatus.failOn) is reported here too, once.
                 if (!(throwable instanceof AgentTerminationException))
                 {
                     onError.accept(agent.roleName() + ": " + throwable);
+                }
+                else if (throwable.getCause() != null && SessionStatus.isBug(throwable.getCause()))
+                {
+                    onError.accept(agent.roleName() + " ended on a bug: " + throwable.getCause());
                 }
             },
             null, agent);

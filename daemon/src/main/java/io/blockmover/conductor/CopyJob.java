@@ -320,10 +320,6 @@ final class CopyJob
         }
         else if (status.isRetryable())
         {
-            if (status.code() == ErrorCode.INTERNAL)
-            {
-                conductor.error("job " + id + ": its session ended on a bug: " + status.message());
-            }
             if (bytesCopied.get() > bytesCopiedAtSessionStart)
             {
                 backoffNs = FIRST_RETRY_NS;

@@ -255,11 +255,6 @@ final class DestinationGroupHandle
             return reported;
         }
         lastError = receiver.status().message();
-        if (receiver.status().code() == ErrorCode.INTERNAL)
-        {
-            conductor.error("group " + config.name + ": the session from " + config.peer + " ended on a bug: " +
-                lastError);
-        }
         unlinkedSinceMs = System.currentTimeMillis();
         conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
         closeSession();

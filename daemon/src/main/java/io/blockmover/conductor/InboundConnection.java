@@ -318,12 +318,7 @@ final class InboundConnection
         }
         final boolean failedHere = session.status().state() == SessionStatus.FAILED &&
             session.status().code() == ErrorCode.IO_ERROR;
-        if (session.status().state() == SessionStatus.FAILED && session.status().code() == ErrorCode.INTERNAL)
-        {
-            conductor.error("session of job " + jobId + " from " + peer.name() + " ended on a bug: " +
-                session.status().message());
-        }
-        else if (session.status().state() == SessionStatus.FAILED)
+        if (session.status().state() == SessionStatus.FAILED)
         {
             conductor.log("session of job " + jobId + " from " + peer.name() + " ended: " + session.status().message());
         }

@@ -485,10 +485,6 @@ final class SourceGroupHandle
             return 0;
         }
         final String why = shipper.status().message();
-        if (shipper.status().code() == ErrorCode.INTERNAL)
-        {
-            conductor.error("group " + config.name + ": the session to " + config.peer + " ended on a bug: " + why);
-        }
         closeSession();
         if (group.ackedLsn() > ackedAtLink || nowNs - linkedAtNs >= conductor.ctx().reconnectMaxIntervalNs())
         {

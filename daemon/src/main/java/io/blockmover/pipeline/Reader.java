@@ -72,10 +72,6 @@ public final class Reader implements Agent
                 cursor + ": " + ex.getMessage(), false);
             throw new AgentTerminationException(ex);
         }
-        catch (final AgentTerminationException ex)
-        {
-            throw ex;
-        }
         catch (final RuntimeException ex)
         {
             throw session.status.failOn(ex, ErrorCode.IO_ERROR); // A bug: ends the session once (see failOn).

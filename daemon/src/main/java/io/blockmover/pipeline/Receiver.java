@@ -113,10 +113,6 @@ public final class Receiver implements Agent
                 "connection from " + session.connection.remoteAddress() + " lost: " + ex.getMessage(), true);
             throw new AgentTerminationException(ex);
         }
-        catch (final AgentTerminationException ex)
-        {
-            throw ex;
-        }
         catch (final RuntimeException ex)
         {
             throw session.status.failOn(ex, ErrorCode.PEER_UNREACHABLE); // A bug: ends the session once.

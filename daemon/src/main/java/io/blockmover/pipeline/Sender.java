@@ -134,10 +134,6 @@ public final class Sender implements Agent
                 "connection to " + session.connection.remoteAddress() + " lost: " + ex.getMessage(), true);
             throw new AgentTerminationException(ex);
         }
-        catch (final AgentTerminationException ex)
-        {
-            throw ex;
-        }
         catch (final RuntimeException ex)
         {
             throw session.status.failOn(ex, ErrorCode.PEER_UNREACHABLE); // A bug: ends the session once.

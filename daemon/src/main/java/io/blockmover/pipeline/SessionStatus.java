@@ -64,9 +64,19 @@ public final class SessionStatus
     }
 
     /**
-     * Ends the session on what a stage's duty cycle threw. I/O (the link, a disk) fails it with {@code ioCode}; any
-     * other exception is a bug and fails it as {@link ErrorCode#INTERNAL}, named by its class. Thrown on, such an
-     * exception did not end the stage: its runner logged it and ran the next duty cycle into it again, each time.
+     * @param ex an exception from a duty cycle.
+     * @return whether it is a bug: anything but I/O (the link, a disk), checked or unchecked.
+     */
+    public static boolean isBug(final Throwable ex)
+    {
+        return !(ex instanceof IOException || ex instanceof UncheckedIOException);
+    }
+
+    /**
+     * Ends the session on what a stage's duty cycle threw. I/O fails it with {@code ioCode}; a bug fails it as
+     * {@link ErrorCode#INTERNAL}, named by its class (the agent runner reports it: Conductor.newRunner). Thrown on,
+     * a bug did not end the stage: its runner logged it and ran the next duty cycle into it again, each time. A
+     * stage's own end (AgentTerminationException) passes as it is.
      *
      * @param ex     what the duty cycle threw.
      * @param ioCode the code of an I/O failure.
@@ -74,13 +84,17 @@ public final class SessionStatus
      */
     public AgentTerminationException failOn(final Exception ex, final ErrorCode ioCode)
     {
-        if (ex instanceof IOException || ex instanceof UncheckedIOException)
+        if (ex instanceof AgentTerminationException end)
         {
-            fail(ioCode, ex.getMessage(), true);
+            return end;
+        }
+        if (isBug(ex))
+        {
+            fail(ErrorCode.INTERNAL, ex.toString(), true);
         }
         else
         {
-            fail(ErrorCode.INTERNAL, ex.toString(), true);
+            fail(ioCode, ex.getMessage(), true);
         }
         return new AgentTerminationException(ex);
     }

@@ -132,14 +132,10 @@ public final class Writer implements Agent
             session.writerDone();
             throw new AgentTerminationException(ex);
         }
-        catch (final AgentTerminationException ex)
-        {
-            throw ex;
-        }
         catch (final RuntimeException ex)
         {
             final AgentTerminationException end = session.status.failOn(ex, ErrorCode.IO_ERROR); // A bug: see failOn.
-            session.writerDone();
+            session.writerDone(); // Again when the stage's own end came this way: a flag.
             throw end;
         }
     }

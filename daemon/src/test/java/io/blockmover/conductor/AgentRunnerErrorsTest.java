@@ -66,4 +66,44 @@ class AgentRunnerErrorsTest
                 reported);
         }
     }
+
+    /**
+     * A stage that ended its session on a bug (SessionStatus.failOn) is reported once, by the runner: its group's
+     * or job's handle says nothing more. One that ended on I/O is not reported as an error.
+     */
+    @Test
+    void shouldReportAStageThatEndedOnABugOnceAndNotOneThatEndedOnIo() throws InterruptedException
+    {
+        final List<String> reported = new java.util.concurrent.CopyOnWriteArrayList<>();
+        for (final Exception cause : List.of(new IllegalStateException("a bug"), new java.io.IOException("EIO")))
+        {
+            final java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
+            final io.blockmover.pipeline.SessionStatus status = new io.blockmover.pipeline.SessionStatus();
+            final Agent agent = new Agent()
+            {
+                @Override
+                public int doWork()
+                {
+                    throw status.failOn(cause, io.blockmover.ErrorCode.PEER_UNREACHABLE);
+                }
+
+                @Override
+                public void onClose()
+                {
+                    ended.set(true);
+                }
+
+                @Override
+                public String roleName()
+                {
+                    return "stage";
+                }
+            };
+            final AgentRunner runner = Conductor.newRunner(agent, new SleepingIdleStrategy(1_000_000), reported::add);
+            AgentRunner.startOnThread(runner);
+            awaitTrue("the agent ended", ended::get);
+            runner.close();
+        }
+        assertEquals(List.of("stage ended on a bug: java.lang.IllegalStateException: a bug"), reported);
+    }
 }

@@ -234,10 +234,6 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             }
             return work;
         }
-        catch (final AgentTerminationException ex)
-        {
-            throw ex;
-        }
         catch (final IOException | RuntimeException ex)
         {
             throw status.failOn(ex, ErrorCode.PEER_UNREACHABLE);

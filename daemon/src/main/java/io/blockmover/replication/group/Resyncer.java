@@ -1,7 +1,6 @@
 package io.blockmover.replication.group;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 
 import org.agrona.BufferUtil;
@@ -9,6 +8,7 @@ import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.NanoClock;
 
 import io.blockmover.buffer.Slab;
+import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.ratelimit.TokenBucket;
 import io.blockmover.replication.ConcurrentBitSet;
 
@@ -118,14 +118,14 @@ public final class Resyncer implements Agent
                 // A read error may pass (a multipath path failing over), and so may a failing write or force of the
                 // log or the activity file (unchecked there, as on the client writes' path): the region stays dirty
                 // and is tried again after a back-off. Thrown on, it reached the runner's error handler on every
-                // duty cycle: a busy loop that logged each time.
-                // Any other exception is a bug: the same back-off, and named as one.
+                // duty cycle: a busy loop that logged each time. A bug takes the same back-off, named as one.
                 final String source = group.config().volumes.get(volume).source;
-                final String what = ex instanceof IOException ? "cannot read " + source + " at region " + next :
-                    ex instanceof UncheckedIOException ? "cannot log region " + next + " of " + source :
-                    "cannot resync region " + next + " of " + source + " (a bug)";
-                failure = what + ": " + (ex instanceof RuntimeException && !(ex instanceof UncheckedIOException) ?
-                    ex.toString() : ex.getMessage()) + "; tried again in " + retry.failed(clock.nanoTime()) + " s";
+                final boolean bug = SessionStatus.isBug(ex);
+                final String what = bug ? "cannot resync region " + next + " of " + source + " (a bug)" :
+                    ex instanceof IOException ? "cannot read " + source + " at region " + next :
+                    "cannot log region " + next + " of " + source;
+                failure = what + ": " + (bug ? ex.toString() : ex.getMessage()) + "; tried again in " +
+                    retry.failed(clock.nanoTime()) + " s";
                 failures++;
                 region = next;
                 return 0;

@@ -252,11 +252,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             final Exception inlineFailure = inlineSendFailure;
             if (inlineFailure != null)
             {
-                if (inlineFailure instanceof IOException io)
-                {
-                    throw io;
-                }
-                throw (RuntimeException)inlineFailure;
+                throw status.failOn(inlineFailure, ErrorCode.PEER_UNREACHABLE);
             }
             final long nowNs = clock.nanoTime();
             int work = receive(nowNs);
@@ -277,10 +273,6 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             }
             checkAckProgress(nowNs);
             return work;
-        }
-        catch (final AgentTerminationException ex)
-        {
-            throw ex;
         }
         catch (final IOException | RuntimeException ex)
         {
