@@ -503,9 +503,14 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             }
             else if (sendCursor.next())
             {
-                if (sendCursor.lsn() <= sentLsn)
+                if (sendCursor.lsn() != sentLsn + 1)
                 {
-                    continue;
+                    // positionSendCursorAfter leaves the cursor on the record after what was sent, and records are
+                    // appended in LSN order: anything else is a broken invariant, and sending on would give the
+                    // partner a gap or a repeat. It ends the session as a bug, named, rather than be skipped.
+                    throw new IllegalStateException("group " + group.config().name + ": the next record in the log " +
+                        "is LSN " + sendCursor.lsn() + ", expected " + (sentLsn + 1) + " (at position " +
+                        sendCursor.position() + ")");
                 }
                 if (rateLimit != null)
                 {
