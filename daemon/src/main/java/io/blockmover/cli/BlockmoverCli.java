@@ -432,7 +432,8 @@ public final class BlockmoverCli
      * blockmover cancel.
      */
     @Command(name = "cancel", mixinStandardHelpOptions = true,
-        description = "Cancel a copy job. What was copied stays on the destination; the job cannot resume.")
+        description = {"Cancel a copy job.", "",
+            "What was copied stays on the destination; the job cannot resume."})
     static final class Cancel extends Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "ID", description = "job to cancel")
@@ -458,8 +459,8 @@ public final class BlockmoverCli
      * blockmover status.
      */
     @Command(name = "status", mixinStandardHelpOptions = true,
-        description = "Show the daemon: node, listener, peers with their transport, jobs, inbound sessions, groups " +
-            "and NBD exports.")
+        description = {"Show the daemon and what it runs.", "",
+            "Its node, listener, peers with their transport, jobs, inbound sessions, groups and NBD exports."})
     static final class Status extends Common implements Callable<Integer>
     {
         @Override
@@ -517,8 +518,8 @@ public final class BlockmoverCli
      * blockmover stat.
      */
     @Command(name = "stat", mixinStandardHelpOptions = true,
-        description = {"Print the daemon's counters, read straight from its counters file: works even when the",
-            "daemon is stopped or wedged. The file is found through --counters-file, else",
+        description = {"Print the daemon's counters, read straight from its counters file.", "",
+            "Works even when the daemon is stopped or wedged. The file is found through --counters-file, else",
             "$BLOCKMOVER_COUNTERS, else counters.dat beside the control socket."})
     static final class Stat extends Common implements Callable<Integer>
     {

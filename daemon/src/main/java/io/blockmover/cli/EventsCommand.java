@@ -18,8 +18,9 @@ import io.blockmover.events.EventFormat;
  */
 @Command(name = "events", mixinStandardHelpOptions = true, sortOptions = false,
     description = {
-        "Print the state of every object of blockmoverd, then every change, one",
-        "line each, like 'drbdsetup events2'. First an 'exists' line per object:",
+        "Print the state of every object of blockmoverd, then every change.",
+        "",
+        "One line each, like 'drbdsetup events2'. First an 'exists' line per object:",
         "  exists daemon node=a errors=0",
         "  exists group name=sql role=source state=replicating mode=async",
         "    peer=b transport=tcp rpo=ok rpo_target=30s",

@@ -55,8 +55,9 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "create", mixinStandardHelpOptions = true, sortOptions = false,
         description = {
-            "Create a group on this host (the source) and its partner side on PEER, then start the initial sync:",
-            "every region of every volume is sent while writes through the NBD exports are already replicated",
+            "Create a group here (the source) and on PEER, and start its initial sync.",
+            "",
+            "Every region of every volume is sent while writes through the NBD exports are already replicated",
             "(with --seeded: every region is compared on both hosts, and only those that differ are sent).",
             "Returns once the partner accepted the group; follow it with 'blockmover group status NAME'.",
             "Fails at once when nothing answers at the partner's address; a handshake that breaks after the",
@@ -184,9 +185,11 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "status", mixinStandardHelpOptions = true,
         description = {
-            "Show one group, or every group of this host: role, state (connecting, initial-sync, resync,",
-            "catching-up, replicating, degraded, suspended; on a destination waiting or receiving), bytes not yet",
-            "on the partner (RPO in bytes and seconds), transport, LSNs, log use, latencies and NBD URIs."})
+            "Show one group, or every group of this host.",
+            "",
+            "Role, state (connecting, initial-sync, resync, catching-up, replicating, degraded, suspended; on a",
+            "destination waiting or receiving), bytes not yet on the partner (RPO in bytes and seconds),",
+            "transport, LSNs, log use, latencies and NBD URIs."})
     static final class Status extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", arity = "0..1", paramLabel = "NAME", description = "the group (default: all)")
@@ -349,8 +352,9 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "set", mixinStandardHelpOptions = true, sortOptions = false,
         description = {
-            "Change a setting of a running source group, without interrupting replication. Today: its RPO",
-            "target. Run it on the source host; the change is saved in the group's group.json."})
+            "Change a setting of a running source group, without interrupting replication.",
+            "",
+            "Today: its RPO target. Run it on the source host; the change is saved in the group's group.json."})
     static final class Set extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
@@ -383,8 +387,8 @@ final class GroupCommand implements Callable<Integer>
      * blockmover group suspend.
      */
     @Command(name = "suspend", mixinStandardHelpOptions = true,
-        description = "Stop replicating a group (source side). Writes go on and are tracked (log, then bitmaps); " +
-            "'resume' sends what changed.")
+        description = {"Stop replicating a group (source side); writes go on and are tracked.", "",
+            "Tracked in the log, then in the bitmaps; 'resume' sends what changed."})
     static final class Suspend extends NamedAction
     {
         Suspend()
@@ -411,11 +415,12 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "switch", mixinStandardHelpOptions = true,
         description = {
-            "Reverse a group's roles. On the source (planned switch-over): refuse new writes through its NBD",
-            "exports, wait until the partner holds every write durably and has applied it, then the partner",
-            "becomes the source (its volumes are exported there) and this host its destination. Refused during",
-            "the initial sync or while the partner is unreachable. Stop the applications first: their writes",
-            "fail during the switch.",
+            "Reverse a group's roles, planned (switch-over) or not (failover, --force).",
+            "",
+            "On the source (planned switch-over): refuse new writes through its NBD exports, wait until the",
+            "partner holds every write durably and has applied it, then the partner becomes the source (its",
+            "volumes are exported there) and this host its destination. Refused during the initial sync or while",
+            "the partner is unreachable. Stop the applications first: their writes fail during the switch.",
             "",
             "On the destination without --force, while it receives from the source: asks the source for the",
             "same planned switch over the peer link, and returns once this host is the source.",
@@ -462,11 +467,12 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "freeze", mixinStandardHelpOptions = true,
         description = {
-            "Refuse writes through a source group's NBD exports (clients get ESHUTDOWN) while this host stays the",
-            "source and keeps replicating what it already has. The Pacemaker agent's demote does this: no",
-            "writes until the partner is promoted (a planned switch from this frozen source) or this host is",
-            "promoted again, even when the partner is gone. Kept across restarts of blockmoverd; 'thaw' undoes",
-            "it, a switch or failover clears it."})
+            "Refuse writes through a source group's NBD exports, and keep replicating.",
+            "",
+            "Clients get ESHUTDOWN while this host stays the source and keeps replicating what it already has.",
+            "The Pacemaker agent's demote does this: no writes until the partner is promoted (a planned switch",
+            "from this frozen source) or this host is promoted again, even when the partner is gone. Kept across",
+            "restarts of blockmoverd; 'thaw' undoes it, a switch or failover clears it."})
     static final class Freeze extends NamedAction
     {
         Freeze()
@@ -493,9 +499,10 @@ final class GroupCommand implements Callable<Integer>
      */
     @Command(name = "delete", mixinStandardHelpOptions = true,
         description = {
-            "Delete a group on this host: stop replicating, remove its NBD exports, log and bitmaps, release its",
-            "volumes. The data on the volumes stays. Run it on both hosts (the destination keeps its side until",
-            "deleted there)."})
+            "Delete a group on this host; the data on its volumes stays.",
+            "",
+            "Stops replicating, removes its NBD exports, log and bitmaps, and releases its volumes. Run it on",
+            "both hosts (the destination keeps its side until deleted there)."})
     static final class Delete extends NamedAction
     {
         Delete()

@@ -29,6 +29,8 @@ import io.blockmover.daemon.Configuration;
  */
 public final class ManPages
 {
+    /** Longest summary line: it must fit the list of commands of --help (110 columns) on one line. */
+    static final int SUMMARY_MAX = 80;
     private static final String SOURCE = "blockmover";
     private final String date = LocalDate.now().toString();
     private final String version;
@@ -64,7 +66,7 @@ public final class ManPages
     private void command(final CommandSpec spec, final String pageName) throws IOException
     {
         final StringBuilder page = new StringBuilder();
-        header(page, pageName, 1, summary(String.join(" ", spec.usageMessage().description())));
+        header(page, pageName, 1, summary(spec));
         section(page, "SYNOPSIS");
         page.append(".nf\n").append(roff(synopsis(spec))).append(".fi\n");
         section(page, "DESCRIPTION");
@@ -166,15 +168,14 @@ public final class ManPages
     /**
      * @return the first clause of a description, short enough for the NAME line (whatis, apropos).
      */
-    static String summary(final String description)
+    /**
+     * The command's summary: the first line of its description, one sentence (BlockmoverCliTest checks every
+     * command), shown in the lists of commands of --help and as the page's NAME line, without its full stop.
+     */
+    static String summary(final CommandSpec spec)
     {
-        String text = description.split("[.:;] |[.:;]$")[0];
-        final int comma = text.indexOf(", ", 20);
-        if (text.length() > 70 && comma > 0)
-        {
-            text = text.substring(0, comma);
-        }
-        return text;
+        final String first = spec.usageMessage().description()[0];
+        return first.endsWith(".") ? first.substring(0, first.length() - 1) : first;
     }
 
     private static String synopsis(final CommandSpec spec)

@@ -67,9 +67,9 @@ final class PeerCommand implements Callable<Integer>
      * blockmover peer show.
      */
     @Command(name = "show", mixinStandardHelpOptions = true,
-        description = {"Show one peer, or every configured peer: address, requested transport and bandwidth limit",
-            "(max_rate in bytes per second, 0 = unlimited; max_rate_source says whether it comes from the",
-            "configuration or from 'peer set')."})
+        description = {"Show one peer, or every configured peer.", "",
+            "Its address, requested transport and bandwidth limit (max_rate in bytes per second, 0 = unlimited;",
+            "max_rate_source says whether it comes from the configuration or from 'peer set')."})
     static final class Show extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", arity = "0..1", paramLabel = "NAME", description = "a configured peer")
@@ -109,9 +109,11 @@ final class PeerCommand implements Callable<Integer>
      */
     @Command(name = "set", mixinStandardHelpOptions = true, sortOptions = false,
         description = {
-            "Change a peer's bandwidth limit now. Running copies, resyncs and async shipping follow it at their",
-            "next frame. The limit is kept in the state directory (peer-rates.json), so it survives a restart of",
-            "blockmoverd, and wins over peer.NAME.max.rate until --reset.",
+            "Change a peer's bandwidth limit now.",
+            "",
+            "Running copies, resyncs and async shipping follow it at their next frame. The limit is kept in the",
+            "state directory (peer-rates.json), so it survives a restart of blockmoverd, and wins over",
+            "peer.NAME.max.rate until --reset.",
             "",
             "Applies to: copy jobs, initial sync and resync of groups, and the shipping of async groups. Not to",
             "the foreground writes of sync groups (that would slow the application; see 'blockmover peer --help')",

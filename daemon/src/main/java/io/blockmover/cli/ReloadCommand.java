@@ -12,9 +12,10 @@ import picocli.CommandLine.Command;
  */
 @Command(name = "reload", mixinStandardHelpOptions = true,
     description = {
-        "Make blockmoverd re-read its configuration file now, without dropping replication (the same as",
-        "'systemctl reload blockmoverd' or SIGHUP, but waits and reports). Peers (address, key, transport),",
-        "log.level and the timing settings (peer.timeout, heartbeat.interval, connect.timeout,",
+        "Re-read blockmoverd's configuration file now, without dropping replication.",
+        "",
+        "The same as 'systemctl reload blockmoverd' or SIGHUP, but waits and reports. Peers (address, key,",
+        "transport), log.level and the timing settings (peer.timeout, heartbeat.interval, connect.timeout,",
         "reconnect.max.interval, bitmap.force.interval, flush.bytes, flush.interval, digest.batch,",
         "verify.rounds, group.log.size) are applied: now, or at the next connection. Settings that need a",
         "restart (listen, control.socket, state.dir, chunk.length, slab.slots, nbd.*, ...) keep their running",

@@ -18,8 +18,9 @@ import picocli.CommandLine.Parameters;
         TestFailoverCommand.Dismount.class,
         CommandLine.HelpCommand.class},
     description = {
-        "Test a failover without stopping replication (Storage Replica's",
-        "Mount-SRDestination). Run on the DESTINATION host.",
+        "Test a failover without stopping replication; run it on the destination host.",
+        "",
+        "Storage Replica calls this Mount-SRDestination.",
         "",
         "'mount' exposes each volume of the group as it is at that moment (a",
         "crash-consistent image of the source at the last applied write) as a",

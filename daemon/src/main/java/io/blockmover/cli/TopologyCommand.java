@@ -22,8 +22,9 @@ import io.blockmover.topology.HtmlReport;
  */
 @Command(name = "topology-test", mixinStandardHelpOptions = true, sortOptions = false,
     description = {
-        "Measure whether this host (the would-be source) and PEER can replicate VOLUMEs, and how to size it.",
-        "Run it on the source host; its blockmoverd does the work:",
+        "Measure whether this host and PEER can replicate VOLUMEs, and how to size it.",
+        "",
+        "Run it on the would-be source host; its blockmoverd does the work:",
         "  1. network, over each transport the peer can use (TCP always; RDMA when peer.PEER.transport = auto",
         "     or rdma finds a device, else it says why not): round-trip time of many small frames, one at a",
         "     time (min, p50, p99), then bandwidth of bulk frames sent one way for a few seconds, over the same",

@@ -23,8 +23,10 @@ import io.blockmover.replication.verify.VerifyInterval;
  */
 @Command(name = "verify", mixinStandardHelpOptions = true, sortOptions = false,
     description = {
-        "Compare every region of every volume of a group on both sides while replication runs, and report",
-        "the ranges that differ (volume, offset, length). Run it on the source.",
+        "Compare both sides of a group while replication runs, and report what differs.",
+        "",
+        "Every region of every volume is compared; the ranges that differ are reported (volume, offset,",
+        "length). Run it on the source.",
         "",
         "Writes go on during a verify. The comparison travels inside the group's ordered stream: the source",
         "holds writes to one region for the time it takes to read it (a region at a time), logs the region's",

@@ -147,6 +147,41 @@ class BlockmoverCliTest
     }
 
     @Test
+    void shouldSummariseEveryCommandInOneSentenceOnOneLine()
+    {
+        // The lists of commands in --help, and the NAME line of each man page, show a command's first line of
+        // description. It was a fragment of a wrapped paragraph for most commands ("Print the daemon's counters,
+        // read straight from its counters file: works even when the"), cut off mid-sentence.
+        final java.util.ArrayDeque<picocli.CommandLine> commands =
+            new java.util.ArrayDeque<>(List.of(BlockmoverCli.commandLine()));
+        int checked = 0;
+        while (!commands.isEmpty())
+        {
+            final picocli.CommandLine command = commands.pop();
+            final String name = command.getCommandSpec().qualifiedName();
+            final String[] description = command.getCommandSpec().usageMessage().description();
+            final String summary = description[0];
+            assertTrue(summary.endsWith(".") && summary.indexOf(". ") < 0 && summary.length() <= ManPages.SUMMARY_MAX,
+                name + ": not one sentence of at most " + ManPages.SUMMARY_MAX + " characters: " + summary);
+            assertTrue(description.length == 1 || description[1].isEmpty(),
+                () -> name + ": the summary runs on into the next line: " + description[1]);
+            final List<String> subcommands = command.getSubcommands().keySet().stream()
+                .filter((sub) -> !"help".equals(sub)).toList();
+            if (!subcommands.isEmpty())
+            {
+                command.setUsageHelpWidth(110); // as BlockmoverCli.run sets it
+                final String[] lines = command.getHelp().commandList().split("\\R");
+                final long entries = java.util.Arrays.stream(lines).filter((line) -> !line.isBlank()).count();
+                assertEquals(command.getSubcommands().size(), entries, name + "'s command list wraps:\n" +
+                    String.join("\n", lines));
+                subcommands.forEach((sub) -> commands.push(command.getSubcommands().get(sub)));
+            }
+            checked++;
+        }
+        assertEquals(26, checked); // blockmover and its 25 commands
+    }
+
+    @Test
     void shouldExitTwoOnUnknownCommand()
     {
         final int status = BlockmoverCli.run("frobnicate");
