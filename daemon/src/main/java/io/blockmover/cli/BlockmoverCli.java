@@ -3,6 +3,7 @@ package io.blockmover.cli;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -32,7 +33,8 @@ import io.blockmover.cnc.CncFile;
         "Replicate block volumes between Linux hosts with blockmoverd.",
         "",
         "Every command takes --json for scripts. The daemon is found through --socket PATH, else the",
-        "BLOCKMOVER_SOCKET environment variable, else /run/blockmover/control.sock."},
+        "BLOCKMOVER_SOCKET environment variable, else /run/blockmover/control.sock. Both options may come",
+        "before the command as well as after it."},
     exitCodeListHeading = "%nExit status:%n",
     exitCodeList = {
         "0:success (for copy: the job completed, and verified when --verify was given)",
@@ -132,7 +134,8 @@ public final class BlockmoverCli
         {
             System.setProperty("picocli.usage.width", "110");
         }
-        final CommandLine commandLine = commandLine(args);
+        final String[] normalized = commonOptionsLast(args);
+        final CommandLine commandLine = commandLine(normalized);
         commandLine.setExecutionExceptionHandler((ex, cmd, parseResult) ->
         {
             if (ex instanceof BlockmoverException bex)
@@ -155,7 +158,45 @@ public final class BlockmoverCli
             }
             throw ex;
         });
-        return commandLine.execute(args);
+        return commandLine.execute(normalized);
+    }
+
+    /**
+     * Moves --socket and --json given before the command ('blockmover --socket PATH group status NAME', as git
+     * takes -C) to after it, where every command that talks to the daemon declares them ({@link Common}). Before,
+     * that order was an unknown option and a page of help.
+     *
+     * @param args the command line as given.
+     * @return the same words, the leading --socket and --json moved to the end (before a "--").
+     */
+    static String[] commonOptionsLast(final String[] args)
+    {
+        final List<String> leading = new ArrayList<>();
+        int i = 0;
+        while (i < args.length)
+        {
+            if ("--json".equals(args[i]) || args[i].startsWith("--socket="))
+            {
+                leading.add(args[i++]);
+            }
+            else if ("--socket".equals(args[i]) && i + 1 < args.length)
+            {
+                leading.add(args[i++]);
+                leading.add(args[i++]);
+            }
+            else
+            {
+                break;
+            }
+        }
+        if (leading.isEmpty() || i == args.length)
+        {
+            return args; // Nothing to move, or no command after it: picocli reports what is wrong.
+        }
+        final List<String> rest = new ArrayList<>(List.of(args).subList(i, args.length));
+        final int endOfOptions = rest.indexOf("--");
+        rest.addAll(endOfOptions < 0 ? rest.size() : endOfOptions, leading);
+        return rest.toArray(String[]::new);
     }
 
     /**

@@ -107,6 +107,32 @@ class BlockmoverCliTest
     }
 
     @Test
+    void shouldTakeSocketAndJsonBeforeTheCommand() throws IOException
+    {
+        // 'blockmover --socket PATH group status' was an unknown option (exit 2) and a page of help.
+        final int status = BlockmoverCli.run("--json", "--socket", "/nonexistent/before.sock", "group", "status", "g");
+
+        assertEquals(3, status, stderr());
+        assertTrue(stderr().contains("/nonexistent/before.sock"), stderr());
+        final Map<String, Object> printed = JSON.std.mapFrom(stdout().trim());
+        assertTrue(printed.containsKey("error"), stdout());
+    }
+
+    @Test
+    void shouldMoveOnlyLeadingCommonOptionsAfterTheCommand()
+    {
+        assertEquals(List.of("status", "--socket=/s", "--json"),
+            List.of(BlockmoverCli.commonOptionsLast(new String[] {"--socket=/s", "--json", "status"})));
+        assertEquals(List.of("copy", "a", "b:c", "--socket", "/s", "--", "-x"),
+            List.of(BlockmoverCli.commonOptionsLast(new String[] {"--socket", "/s", "copy", "a", "b:c", "--", "-x"})));
+        assertEquals(List.of("--socket", "/s"),
+            List.of(BlockmoverCli.commonOptionsLast(new String[] {"--socket", "/s"})));
+        assertEquals(List.of("status", "--json"),
+            List.of(BlockmoverCli.commonOptionsLast(new String[] {"status", "--json"})));
+        assertEquals(1, BlockmoverCli.commonOptionsLast(new String[] {"--socket"}).length);
+    }
+
+    @Test
     void shouldReportStaleSocketAsDaemonNotRunning() throws IOException
     {
         final Path socket = dir.resolve("stale.sock");
