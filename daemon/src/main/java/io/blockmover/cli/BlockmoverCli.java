@@ -46,6 +46,8 @@ import io.blockmover.cnc.CncFile;
         "5:the peer refused or could not be reached (wrong key, peer down, protocol error)"})
 public final class BlockmoverCli
 {
+    /** Columns the help texts are written for; picocli's default of 80 re-wrapped every line raggedly. */
+    static final int USAGE_WIDTH = 110;
     static final Path DEFAULT_SOCKET = Path.of("/run/blockmover/control.sock");
     /**
      * The subcommands, in the order help lists them. Not in the annotation: picocli then builds the model of every
@@ -129,10 +131,9 @@ public final class BlockmoverCli
      */
     public static int run(final String... args)
     {
-        // The help texts are written for 110 columns; picocli's default of 80 re-wrapped every line raggedly.
         if (System.getProperty("picocli.usage.width") == null)
         {
-            System.setProperty("picocli.usage.width", "110");
+            System.setProperty("picocli.usage.width", Integer.toString(USAGE_WIDTH));
         }
         final String[] normalized = commonOptionsLast(args);
         final CommandLine commandLine = commandLine(normalized);

@@ -29,8 +29,6 @@ import io.blockmover.daemon.Configuration;
  */
 public final class ManPages
 {
-    /** Longest summary line: it must fit the list of commands of --help (110 columns) on one line. */
-    static final int SUMMARY_MAX = 80;
     private static final String SOURCE = "blockmover";
     private final String date = LocalDate.now().toString();
     private final String version;

@@ -175,6 +175,7 @@ class BlockmoverCliTest
     @Test
     void shouldSummariseEveryCommandInOneSentenceOnOneLine()
     {
+        final int summaryMax = 80; // to fit the list of commands of --help on one line
         // The lists of commands in --help, and the NAME line of each man page, show a command's first line of
         // description. It was a fragment of a wrapped paragraph for most commands ("Print the daemon's counters,
         // read straight from its counters file: works even when the"), cut off mid-sentence.
@@ -187,15 +188,15 @@ class BlockmoverCliTest
             final String name = command.getCommandSpec().qualifiedName();
             final String[] description = command.getCommandSpec().usageMessage().description();
             final String summary = description[0];
-            assertTrue(summary.endsWith(".") && summary.indexOf(". ") < 0 && summary.length() <= ManPages.SUMMARY_MAX,
-                name + ": not one sentence of at most " + ManPages.SUMMARY_MAX + " characters: " + summary);
+            assertTrue(summary.endsWith(".") && summary.indexOf(". ") < 0 && summary.length() <= summaryMax,
+                name + ": not one sentence of at most " + summaryMax + " characters: " + summary);
             assertTrue(description.length == 1 || description[1].isEmpty(),
                 () -> name + ": the summary runs on into the next line: " + description[1]);
             final List<String> subcommands = command.getSubcommands().keySet().stream()
                 .filter((sub) -> !"help".equals(sub)).toList();
             if (!subcommands.isEmpty())
             {
-                command.setUsageHelpWidth(110); // as BlockmoverCli.run sets it
+                command.setUsageHelpWidth(BlockmoverCli.USAGE_WIDTH);
                 final String[] lines = command.getHelp().commandList().split("\\R");
                 final long entries = java.util.Arrays.stream(lines).filter((line) -> !line.isBlank()).count();
                 assertEquals(command.getSubcommands().size(), entries, name + "'s command list wraps:\n" +
