@@ -108,8 +108,7 @@ public final class ControlClient implements AutoCloseable
             final String line = reader.readLine();
             if (line == null)
             {
-                throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING,
-                    "blockmoverd closed the control connection (did it stop?)");
+                throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, unanswered(op, "closed"));
             }
             final Map<String, Object> reply = JSON.std.mapFrom(line);
             if (Boolean.TRUE.equals(reply.get("ok")))
@@ -123,9 +122,20 @@ public final class ControlClient implements AutoCloseable
         }
         catch (final IOException ex)
         {
-            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, "control connection failed: " +
-                ex.getMessage());
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING,
+                unanswered(op, "dropped (" + ex.getMessage() + ")"));
         }
+    }
+
+    /**
+     * What to say when the daemon went away with a request unanswered: it may have stopped (a fatal error stops
+     * it at once, as a crash would), and the request may or may not have been carried out.
+     */
+    private static String unanswered(final String op, final String how)
+    {
+        return "blockmoverd " + how + " the control connection before answering '" + op + "': did it stop? Its " +
+            "log says why (journalctl -u blockmoverd). Whether '" + op + "' took effect is unknown: check with " +
+            "'blockmover status' once it runs again";
     }
 
     /**

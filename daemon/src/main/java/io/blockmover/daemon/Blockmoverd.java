@@ -41,6 +41,8 @@ import io.blockmover.systemd.ServiceNotifier;
     exitCodeList = {
         "0:stopped cleanly by SIGTERM or SIGINT",
         "78:the configuration is invalid (every problem is listed on stderr)",
+        "70:a fatal JVM error (out of memory, its jar overwritten while it ran) stopped it as a crash would; " +
+            "acknowledged writes are durable and the next start recovers every group",
         "1:start-up failed for another reason (stated on stderr)"})
 public final class Blockmoverd implements Callable<Integer>
 {
@@ -83,6 +85,7 @@ public final class Blockmoverd implements Callable<Integer>
     @Override
     public Integer call()
     {
+        FatalErrorHandler.install();
         final Context ctx;
         try
         {

@@ -1,0 +1,77 @@
+package io.blockmover.daemon;
+
+import java.io.PrintStream;
+
+/**
+ * What blockmoverd does with a throwable no thread caught. An {@link Error}, bare or wrapped (OutOfMemoryError,
+ * StackOverflowError, a NoClassDefFoundError once the jar was overwritten under the running daemon by cp or a
+ * rebuild), stops the process at once with {@link #EXIT_FATAL}, as a crash would: the thread it ended is gone (the
+ * conductor's AgentRunner and every stage's rethrow an Error), and a daemon missing its conductor answered nothing,
+ * pinged no watchdog and ignored SIGTERM until systemd's TimeoutStopSec ran out. Every write acknowledged before is
+ * already durable (the design survives kill -9 at any moment), the next start recovers the groups as after a crash,
+ * and systemd's Restart=on-failure starts it again. Nothing is closed on the way out: after an Error the state the
+ * thread left half-updated must not be taken for a clean stop.
+ * <p>
+ * Any other throwable that ends a thread is logged with the thread's name: the thread's work stopped, and whoever
+ * reads the log must learn which.
+ * <p>
+ * Installed before anything else starts, and it loads nothing when it runs (only the JDK's own classes), so that
+ * it works when the jar it came from is gone.
+ */
+public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
+{
+    /** sysexits.h EX_SOFTWARE: an internal error. */
+    public static final int EXIT_FATAL = 70;
+
+    private final PrintStream err;
+
+    private FatalErrorHandler(final PrintStream err)
+    {
+        this.err = err;
+    }
+
+    /**
+     * Makes this the handler of every thread that has none of its own.
+     */
+    public static void install()
+    {
+        Thread.setDefaultUncaughtExceptionHandler(new FatalErrorHandler(System.err));
+    }
+
+    @Override
+    public void uncaughtException(final Thread thread, final Throwable throwable)
+    {
+        if (isFatal(throwable))
+        {
+            err.println("blockmoverd: FATAL: thread " + thread.getName() + " died of " + throwable +
+                "; stopping now with exit status " + EXIT_FATAL + " as a crash would (acknowledged writes are " +
+                "durable; the next start recovers every group). If the jar was replaced under the running daemon, " +
+                "restart it after every upgrade (systemctl restart blockmoverd).");
+            throwable.printStackTrace(err);
+            err.flush();
+            Runtime.getRuntime().halt(EXIT_FATAL);
+        }
+        else
+        {
+            err.println("blockmoverd: ERROR: thread " + thread.getName() + " ended on an uncaught " + throwable +
+                "; its work has stopped (a bug: please report it with this log)");
+            throwable.printStackTrace(err);
+        }
+    }
+
+    /**
+     * @return whether the throwable, or one it wraps, is an Error.
+     */
+    static boolean isFatal(final Throwable throwable)
+    {
+        Throwable t = throwable;
+        for (int depth = 0; t != null && depth < 16; depth++, t = t.getCause())
+        {
+            if (t instanceof Error)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+}
