@@ -136,6 +136,14 @@ public final class BlockmoverCli
             System.setProperty("picocli.usage.width", Integer.toString(USAGE_WIDTH));
         }
         final String[] normalized = commonOptionsLast(args);
+        if (normalized.length > 0 && ("--json".equals(normalized[0]) || normalized[0].startsWith("--socket")))
+        {
+            // Only common options, no command after them (they would have been moved behind it): picocli would
+            // call them unknown options of the root and print a page of help.
+            System.err.println("blockmover: missing command after " + String.join(" ", normalized) +
+                ": for example 'blockmover --socket PATH status'; 'blockmover --help' lists the commands");
+            return CommandLine.ExitCode.USAGE;
+        }
         final CommandLine commandLine = commandLine(normalized);
         commandLine.setExecutionExceptionHandler((ex, cmd, parseResult) ->
         {

@@ -133,6 +133,20 @@ class BlockmoverCliTest
     }
 
     @Test
+    void shouldSayTheCommandIsMissingAfterCommonOptionsAlone()
+    {
+        for (final String[] args : List.of(new String[] {"--socket", "/s"}, new String[] {"--json"},
+            new String[] {"--socket=/s", "--json"}))
+        {
+            assertEquals(2, BlockmoverCli.run(args), List.of(args).toString());
+            assertTrue(stderr().startsWith("blockmover: missing command after " + String.join(" ", args) + ":"),
+                stderr());
+            assertFalse(stderr().contains("Unknown option"), stderr());
+            err.reset();
+        }
+    }
+
+    @Test
     void shouldReportStaleSocketAsDaemonNotRunning() throws IOException
     {
         final Path socket = dir.resolve("stale.sock");
