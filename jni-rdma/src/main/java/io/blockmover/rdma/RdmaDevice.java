@@ -91,7 +91,7 @@ public final class RdmaDevice implements AutoCloseable
     public static RdmaDevice open(final InetAddress localAddress)
     {
         ensureLibrariesLoaded();
-        final CmEventChannel channel = CmEventChannel.open("device " + localAddress.getHostAddress());
+        final CmEventChannel channel = CmEventChannel.open("the device that owns " + localAddress.getHostAddress());
         long id = 0;
         long pd = 0;
         try

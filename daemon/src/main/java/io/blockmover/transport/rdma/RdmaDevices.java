@@ -15,6 +15,7 @@ import io.blockmover.rdma.RdmaDevice;
 import io.blockmover.rdma.RdmaEndpoint;
 import io.blockmover.rdma.RdmaEndpointContext;
 import io.blockmover.rdma.RegisteredMemory;
+import io.blockmover.rdma.verbs.RdmaUnavailableException;
 
 /**
  * Finds and keeps the RDMA devices this daemon uses: the device that owns the local address a peer is reached
@@ -122,7 +123,10 @@ public final class RdmaDevices implements AutoCloseable
         }
         catch (final RuntimeException | LinkageError ex)
         {
-            final String reason = "no RDMA device owns " + local.getHostAddress() + " (" + ex.getMessage() + ")";
+            // A host with no RDMA at all says so in the exception's own words, not wrapped in the address's: the
+            // address is beside the point there, and the nesting made the status line hard to read.
+            final String reason = ex instanceof RdmaUnavailableException ? ex.getMessage() :
+                "no RDMA device owns " + local.getHostAddress() + " (" + ex.getMessage() + ")";
             unavailable.put(local, reason);
             return new Choice(null, reason);
         }
