@@ -22,6 +22,8 @@ public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
 {
     /** sysexits.h EX_SOFTWARE: an internal error. */
     public static final int EXIT_FATAL = 70;
+    /** Causes looked through: a chain of causes may loop. */
+    private static final int MAX_CAUSES = 16;
 
     private final PrintStream err;
 
@@ -45,8 +47,7 @@ public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
         {
             err.println("blockmoverd: FATAL: thread " + thread.getName() + " died of " + throwable +
                 "; stopping now with exit status " + EXIT_FATAL + " as a crash would (acknowledged writes are " +
-                "durable; the next start recovers every group). If the jar was replaced under the running daemon, " +
-                "restart it after every upgrade (systemctl restart blockmoverd).");
+                "durable; the next start recovers every group)" + hint(throwable));
             throwable.printStackTrace(err);
             err.flush();
             Runtime.getRuntime().halt(EXIT_FATAL);
@@ -60,12 +61,34 @@ public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
     }
 
     /**
+     * @return what to do about the error, when its kind says: a class that no longer loads is a jar replaced under
+     * the running daemon, and memory is the JVM's heap.
+     */
+    static String hint(final Throwable throwable)
+    {
+        Throwable t = throwable;
+        for (int depth = 0; t != null && depth < MAX_CAUSES; depth++, t = t.getCause())
+        {
+            if (t instanceof LinkageError)
+            {
+                return ". A class no longer loads: the jar was replaced under the running daemon; restart it after " +
+                    "every upgrade (systemctl restart blockmoverd)";
+            }
+            if (t instanceof OutOfMemoryError)
+            {
+                return ". Give the JVM more memory (-Xmx in BLOCKMOVERD_JAVA_OPTS) if this recurs";
+            }
+        }
+        return "";
+    }
+
+    /**
      * @return whether the throwable, or one it wraps, is an Error.
      */
     static boolean isFatal(final Throwable throwable)
     {
         Throwable t = throwable;
-        for (int depth = 0; t != null && depth < 16; depth++, t = t.getCause())
+        for (int depth = 0; t != null && depth < MAX_CAUSES; depth++, t = t.getCause())
         {
             if (t instanceof Error)
             {

@@ -5,6 +5,7 @@ import java.io.UncheckedIOException;
 
 import org.junit.jupiter.api.Test;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -20,6 +21,15 @@ class FatalErrorHandlerTest
         assertTrue(FatalErrorHandler.isFatal(new OutOfMemoryError("Java heap space")));
         assertTrue(FatalErrorHandler.isFatal(new IllegalStateException("wrapped",
             new RuntimeException(new NoClassDefFoundError("io/blockmover/Gone")))));
+    }
+
+    @Test
+    void shouldNameTheFixWhenTheErrorSaysWhatItIs()
+    {
+        assertTrue(FatalErrorHandler.hint(new RuntimeException(new NoClassDefFoundError("io/blockmover/Gone")))
+            .contains("jar was replaced"));
+        assertTrue(FatalErrorHandler.hint(new OutOfMemoryError("Java heap space")).contains("-Xmx"));
+        assertEquals("", FatalErrorHandler.hint(new StackOverflowError()));
     }
 
     @Test

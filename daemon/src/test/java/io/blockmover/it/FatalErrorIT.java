@@ -73,8 +73,9 @@ class FatalErrorIT
 
         // Back on a whole jar, it starts and answers; the interrupted create left no group behind.
         Files.write(jar, goodJar);
-        daemon = start(log);
-        awaitAnswering(daemon, log);
+        final Path restartLog = dir.resolve("daemon-restarted.log");
+        daemon = start(restartLog);
+        awaitAnswering(daemon, restartLog);
         final Run list = Run.of(60, List.of(Testbed.script("blockmover"), "group", "status", "--json",
             "--socket", dir.resolve("control.sock").toString())).expect(0);
         assertFalse(list.stdout().contains("\"g\""), list.stdout());
