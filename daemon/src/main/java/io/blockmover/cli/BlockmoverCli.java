@@ -135,15 +135,16 @@ public final class BlockmoverCli
         {
             System.setProperty("picocli.usage.width", Integer.toString(USAGE_WIDTH));
         }
-        final String[] normalized = commonOptionsLast(args);
-        if (normalized.length > 0 && ("--json".equals(normalized[0]) || normalized[0].startsWith("--socket")))
+        final int command = commandIndex(args);
+        if (command > 0 && command == args.length)
         {
-            // Only common options, no command after them (they would have been moved behind it): picocli would
-            // call them unknown options of the root and print a page of help.
-            System.err.println("blockmover: missing command after " + String.join(" ", normalized) +
+            // Only common options, no command after them: picocli would call them unknown options of the root and
+            // print a page of help.
+            System.err.println("blockmover: missing command after " + String.join(" ", args) +
                 ": for example 'blockmover --socket PATH status'; 'blockmover --help' lists the commands");
             return CommandLine.ExitCode.USAGE;
         }
+        final String[] normalized = commonOptionsLast(args);
         final CommandLine commandLine = commandLine(normalized);
         commandLine.setExecutionExceptionHandler((ex, cmd, parseResult) ->
         {
@@ -180,32 +181,41 @@ public final class BlockmoverCli
      */
     static String[] commonOptionsLast(final String[] args)
     {
-        final List<String> leading = new ArrayList<>();
+        final int command = commandIndex(args);
+        if (command == 0 || command == args.length)
+        {
+            return args; // Nothing to move, or no command after it (run says so).
+        }
+        final List<String> rest = new ArrayList<>(List.of(args).subList(command, args.length));
+        final int endOfOptions = rest.indexOf("--");
+        rest.addAll(endOfOptions < 0 ? rest.size() : endOfOptions, List.of(args).subList(0, command));
+        return rest.toArray(String[]::new);
+    }
+
+    /**
+     * @param args the command line as given.
+     * @return where the command starts: after the leading --socket PATH and --json, if any (args.length when
+     *     nothing follows them).
+     */
+    private static int commandIndex(final String[] args)
+    {
         int i = 0;
         while (i < args.length)
         {
             if ("--json".equals(args[i]) || args[i].startsWith("--socket="))
             {
-                leading.add(args[i++]);
+                i++;
             }
-            else if ("--socket".equals(args[i]) && i + 1 < args.length)
+            else if ("--socket".equals(args[i]))
             {
-                leading.add(args[i++]);
-                leading.add(args[i++]);
+                i += 2; // and its PATH
             }
             else
             {
                 break;
             }
         }
-        if (leading.isEmpty() || i == args.length)
-        {
-            return args; // Nothing to move, or no command after it: picocli reports what is wrong.
-        }
-        final List<String> rest = new ArrayList<>(List.of(args).subList(i, args.length));
-        final int endOfOptions = rest.indexOf("--");
-        rest.addAll(endOfOptions < 0 ? rest.size() : endOfOptions, leading);
-        return rest.toArray(String[]::new);
+        return Math.min(i, args.length);
     }
 
     /**

@@ -135,20 +135,25 @@ class FatalErrorIT
             .redirectInput(ProcessBuilder.Redirect.PIPE).start();
     }
 
-    private void awaitAnswering(final Process process, final Path log) throws IOException, InterruptedException
+    private void awaitAnswering(final Process process, final Path log)
     {
-        final long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (true)
+        // The same ping scripts/testbed waits with: a JVM start per poll would cost half a second of CPU each.
+        final Path socket = dir.resolve("control.sock");
+        Testbed.await("the daemon to answer on " + socket, 60, () -> !process.isAlive() ||
+            Files.exists(socket) && Run.of(60, List.of(Testbed.script("ctl.py"), socket.toString(), "ping"))
+                .exitCode() == 0, () -> ": " + readLog(log));
+        assertTrue(process.isAlive(), "the daemon is running: " + readLog(log));
+    }
+
+    private static String readLog(final Path log)
+    {
+        try
         {
-            assertTrue(process.isAlive(), "the daemon is running: " + Files.readString(log));
-            if (Files.exists(dir.resolve("control.sock")) && Run.of(60, List.of(Testbed.script("blockmover"),
-                "status", "--socket", dir.resolve("control.sock").toString())).exitCode() == 0)
-            {
-                return;
-            }
-            assertTrue(System.nanoTime() - deadlineNs < 0, "the daemon answers within 60 s: " +
-                Files.readString(log));
-            Thread.sleep(100);
+            return Files.readString(log);
+        }
+        catch (final IOException ex)
+        {
+            return "(cannot read " + log + ": " + ex + ")";
         }
     }
 }
