@@ -62,14 +62,14 @@ public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
 
     /**
      * @return what to do about the error, when its kind says: a class that no longer loads is a jar replaced under
-     * the running daemon, and memory is the JVM's heap.
+     * the running daemon (not any LinkageError: a missing native library is one too), and memory is the JVM's heap.
      */
     static String hint(final Throwable throwable)
     {
         Throwable t = throwable;
         for (int depth = 0; t != null && depth < MAX_CAUSES; depth++, t = t.getCause())
         {
-            if (t instanceof LinkageError)
+            if (t instanceof NoClassDefFoundError)
             {
                 return ". A class no longer loads: the jar was replaced under the running daemon; restart it after " +
                     "every upgrade (systemctl restart blockmoverd)";
