@@ -108,7 +108,10 @@ final class DestinationGroupHandle
                 conductor.log("group " + config.name + ": a test mount does not survive a restart; its views were " +
                     "removed (mount again with 'blockmover group test-failover mount " + config.name + "')");
             }
-            log = RecordLog.open(store.dir(config.name).resolve("log"), config.logSize, config.regionLength);
+            final LogRecoveryProgress progress = new LogRecoveryProgress(conductor, config.name);
+            log = RecordLog.open(store.dir(config.name).resolve("log"), config.logSize, config.regionLength,
+                progress);
+            progress.done(log.recovery());
             if (log.headLsn() == RecordLog.NULL_LSN)
             {
                 log.reset(1);

@@ -122,7 +122,9 @@ final class SourceGroupHandle
                         " was created: delete and recreate the group");
                 }
             }
-            log = RecordLog.open(dir.resolve("log"), config.logSize, config.regionLength);
+            final LogRecoveryProgress progress = new LogRecoveryProgress(conductor, config.name);
+            log = RecordLog.open(dir.resolve("log"), config.logSize, config.regionLength, progress);
+            progress.done(log.recovery());
             if (log.headLsn() == RecordLog.NULL_LSN)
             {
                 log.reset(1);

@@ -18,11 +18,17 @@ public final class ServiceNotifier
 {
     /** At most one STATUS= a second. */
     public static final long STATUS_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
+    /**
+     * How long systemd is asked to wait for the next message of a long step ({@link #progress}): many times the
+     * one-second interval between them, so only a step that stopped progressing (a hung disk) runs it out.
+     */
+    public static final long PROGRESS_EXTEND_USEC = TimeUnit.SECONDS.toMicros(30);
 
     private final boolean enabled;
     private final long watchdogIntervalNs;
     private long nextWatchdogNs;
     private long nextStatusNs;
+    private long nextProgressNs;
     private String lastStatus = "";
 
     private ServiceNotifier(final boolean enabled, final long watchdogIntervalNs)
@@ -130,6 +136,42 @@ public final class ServiceNotifier
             lastStatus = status;
             send("STATUS=" + status);
         }
+    }
+
+    /**
+     * @param nowNs conductor clock.
+     * @return whether {@link #progress} would send now, so the caller builds its text only then.
+     */
+    public boolean isProgressDue(final long nowNs)
+    {
+        return enabled && nowNs >= nextProgressNs;
+    }
+
+    /**
+     * A long step that keeps the conductor from its duty cycle (a group's log recovery scan, at start or at a
+     * failover) has moved on. At most once a second: STATUS= says what it is, EXTEND_TIMEOUT_USEC= asks systemd
+     * to wait {@link #PROGRESS_EXTEND_USEC} more for the next message (it only ever lengthens TimeoutStartSec=
+     * and its peers), and WATCHDOG=1 is sent when the unit has a watchdog. A step that stops progressing stops
+     * calling, and systemd's timeouts then run out as they should. Main thread before the conductor starts,
+     * conductor thread after.
+     *
+     * @param status what the step is doing and how far it is.
+     * @param nowNs  conductor clock.
+     */
+    public void progress(final String status, final long nowNs)
+    {
+        if (!isProgressDue(nowNs))
+        {
+            return;
+        }
+        nextProgressNs = nowNs + STATUS_INTERVAL_NS;
+        lastStatus = status;
+        if (watchdogIntervalNs > 0)
+        {
+            nextWatchdogNs = nowNs + watchdogIntervalNs;
+        }
+        send("STATUS=" + status + "\nEXTEND_TIMEOUT_USEC=" + PROGRESS_EXTEND_USEC +
+            (watchdogIntervalNs > 0 ? "\nWATCHDOG=1" : ""));
     }
 
     /**

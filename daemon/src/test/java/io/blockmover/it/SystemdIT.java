@@ -28,8 +28,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * {@code systemd-analyze verify}; a real daemon started with NOTIFY_SOCKET pointing at a datagram socket this test
  * owns sends READY=1, STATUS= with its group's state, WATCHDOG=1 (WATCHDOG_USEC set) and STOPPING=1 on SIGTERM;
  * SIGHUP and {@code blockmover reload} apply a changed valid file while the group keeps its session, and refuse an
- * invalid one, listing every problem, with the daemon running on its old configuration. One testbed (site-a with
- * the notify socket, site-b its partner) serves every test, in order.
+ * invalid one, listing every problem, with the daemon running on its old configuration; a long check of a group's
+ * log at start extends the start timeout. One testbed (site-a with the notify socket, site-b its partner) serves
+ * every test, in order.
  */
 @Timeout(180)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -46,10 +47,8 @@ class SystemdIT
         testbed = Testbed.up("systemd", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms",
             "--set", "reconnect.max.interval=1s");
         notify = new NotifySocket(testbed.dir.resolve("notify.sock"));
-        // Restart site-a as systemd would start it: with NOTIFY_SOCKET and WATCHDOG_USEC (1 s: a ping every 500 ms).
         testbed.stop("site-a");
-        Run.of(120, List.of("env", "NOTIFY_SOCKET=" + notify.path, "WATCHDOG_USEC=1000000",
-            Testbed.script("testbed"), "start", "site-a", "--dir", testbed.dir.toString())).expect(0);
+        startAsService();
         config = testbed.dir.resolve("site-a").resolve("blockmoverd.conf");
         originalConfig = Files.readString(config);
     }
@@ -177,6 +176,49 @@ class SystemdIT
     {
         testbed.stop("site-a");
         notify.await("STOPPING=1", 20_000, (m) -> m.startsWith("STOPPING=1"));
+    }
+
+    /**
+     * A group whose log holds records at start is checked before READY=1. For a full log of tens of GiB on a slow
+     * disk that takes minutes, longer than TimeoutStartSec=: systemd would kill the start and restart it into the
+     * same scan, for ever. While the scan progresses, the daemon says so in STATUS=, asks systemd to extend the
+     * start timeout and pets the watchdog. Here an async group's log holds 12 MiB its stopped partner never got.
+     */
+    @Test
+    @Order(6)
+    void shouldExtendTheStartTimeoutWhileALogIsChecked() throws Exception
+    {
+        startAsService();
+        notify.await("READY=1", 30_000, (m) -> m.contains("READY=1"));
+        final Path source = Volumes.random(testbed.dir.resolve("slow-source.img"), 16 * MIB, 6);
+        final Path destination = Volumes.zeros(testbed.dir.resolve("slow-destination.img"), 16 * MIB);
+        final Map<String, Object> created = GroupChecks.create(testbed, "slow", "--mode", "async", "--log-size",
+            "64m", "--volume", source + "=" + destination);
+        awaitReplicated(testbed, "slow", 60);
+        testbed.stop("site-b");
+        final Run write = Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0),
+            "-c", "write -P 0x3c 2M 12M", "-c", "flush")).expect(0);
+        assertFalse((write.stdout() + write.stderr()).contains("failed"), write.toString());
+        testbed.stop("site-a");
+
+        startAsService();
+        final String checking = notify.await("STATUS= while the log is checked", 30_000,
+            (m) -> m.contains("STATUS=group slow: checking the records its log holds"));
+        assertTrue(checking.contains("\nEXTEND_TIMEOUT_USEC=30000000"), checking);
+        assertTrue(checking.contains("\nWATCHDOG=1"), checking);
+        notify.await("READY=1 after the check", 30_000, (m) -> m.contains("READY=1"));
+
+        // Nothing the log held was lost: once its partner is back, the group ships it.
+        testbed.start("site-b");
+        awaitReplicated(testbed, "slow", 60);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, 16 * MIB);
+    }
+
+    /** Starts site-a as systemd would: with NOTIFY_SOCKET and WATCHDOG_USEC (1 s: a ping every 500 ms). */
+    private static void startAsService()
+    {
+        Run.of(120, List.of("env", "NOTIFY_SOCKET=" + notify.path, "WATCHDOG_USEC=1000000",
+            Testbed.script("testbed"), "start", "site-a", "--dir", testbed.dir.toString())).expect(0);
     }
 
     @SuppressWarnings("unchecked")

@@ -202,6 +202,27 @@ public final class RecordLog implements AutoCloseable
     {
     }
 
+    /**
+     * Told how far recovery's scan has gone, each time it asks for more to be read ahead: about once a chunk of
+     * {@value #READ_AHEAD_LENGTH} bytes, once the scan has passed its first.
+     * A full log of tens of GiB takes the scan seconds to minutes (about 0.75 s a GiB measured here), which may
+     * outlast systemd's start timeout or watchdog: the daemon tells systemd from here that it is progressing.
+     */
+    @FunctionalInterface
+    public interface RecoveryProgress
+    {
+        /** Tells nobody. */
+        RecoveryProgress NONE = (checkedBytes, capacity) ->
+        {
+        };
+
+        /**
+         * @param checkedBytes bytes of records checked so far, from the head.
+         * @param capacity     the most the log can hold.
+         */
+        void onProgress(long checkedBytes, long capacity);
+    }
+
     private RecordLog(
         final Path path,
         final FileChannel channel,
@@ -209,7 +230,8 @@ public final class RecordLog implements AutoCloseable
         final MappedByteBuffer[] segments,
         final long capacity,
         final int segmentLength,
-        final int maxRecordLength)
+        final int maxRecordLength,
+        final RecoveryProgress progress)
     {
         this.path = path;
         this.channel = channel;
@@ -239,7 +261,7 @@ public final class RecordLog implements AutoCloseable
         this.paddingBuffer = new UnsafeBuffer(padding);
         this.slotStaging = BufferUtil.allocateDirectAligned(SLOT_CRC_OFFSET + 4, 64);
         this.slotBuffer = new UnsafeBuffer(slotStaging);
-        this.recovery = recover();
+        this.recovery = recover(progress);
         readAhead(tailPosition.get());
         readAhead(tailPosition.get() + readAheadLength);
         this.writeBehindPosition = tailPosition.get();
@@ -289,7 +311,22 @@ public final class RecordLog implements AutoCloseable
      */
     public static RecordLog open(final Path file, final long capacity, final int maxRecordLength)
     {
-        return open(file, capacity, maxRecordLength, (int)Math.min(capacity, MAX_SEGMENT_LENGTH), true);
+        return open(file, capacity, maxRecordLength, RecoveryProgress.NONE);
+    }
+
+    /**
+     * Opens the log as {@link #open(Path, long, int)} does, telling progress how far recovery has gone.
+     *
+     * @param file            of the log.
+     * @param capacity        bytes of body; a multiple of the segment length.
+     * @param maxRecordLength largest payload in bytes.
+     * @param progress        told during a recovery scan longer than a chunk.
+     * @return the open log, recovered.
+     */
+    public static RecordLog open(final Path file, final long capacity, final int maxRecordLength,
+        final RecoveryProgress progress)
+    {
+        return open(file, capacity, maxRecordLength, (int)Math.min(capacity, MAX_SEGMENT_LENGTH), true, progress);
     }
 
     /**
@@ -320,11 +357,11 @@ public final class RecordLog implements AutoCloseable
     public static RecordLog open(final Path file, final long capacity, final int maxRecordLength,
         final int segmentLength)
     {
-        return open(file, capacity, maxRecordLength, segmentLength, false);
+        return open(file, capacity, maxRecordLength, segmentLength, false, RecoveryProgress.NONE);
     }
 
     private static RecordLog open(final Path file, final long capacity, final int maxRecordLength,
-        final int segmentLength, final boolean preallocate)
+        final int segmentLength, final boolean preallocate, final RecoveryProgress progress)
     {
         validateGeometry(file, capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
@@ -353,7 +390,8 @@ public final class RecordLog implements AutoCloseable
                 segments[i] = channel.map(
                     FileChannel.MapMode.READ_WRITE, FILE_HEADER_LENGTH + (long)i * segmentLength, segmentLength);
             }
-            return new RecordLog(file, channel, headerMapped, segments, capacity, segmentLength, maxRecordLength);
+            return new RecordLog(file, channel, headerMapped, segments, capacity, segmentLength, maxRecordLength,
+                progress);
         }
         catch (final IOException ex)
         {
@@ -1399,7 +1437,7 @@ public final class RecordLog implements AutoCloseable
         }
     }
 
-    private Recovery recover()
+    private Recovery recover(final RecoveryProgress progress)
     {
         final int slotA = validSlot(SLOT_A_OFFSET);
         final int slotB = validSlot(SLOT_B_OFFSET);
@@ -1437,10 +1475,15 @@ public final class RecordLog implements AutoCloseable
         final long readAheadWindow = (long)RECOVERY_READ_AHEAD_CHUNKS * readAheadLength;
         while (scan - head < capacity)
         {
-            while (scan - head >= readAheadLength && askedTo - scan < readAheadWindow && askedTo - head < capacity)
+            if (scan - head >= readAheadLength && askedTo - scan < readAheadWindow && askedTo - head < capacity)
             {
-                readAhead(askedTo);
-                askedTo += readAheadLength;
+                do
+                {
+                    readAhead(askedTo);
+                    askedTo += readAheadLength;
+                }
+                while (askedTo - scan < readAheadWindow && askedTo - head < capacity);
+                progress.onProgress(scan - head, capacity);
             }
             final int segment = segmentIndex(scan);
             final int at = offsetInSegment(scan);

@@ -739,6 +739,46 @@ class RecordLogTest
         dropped.close();
     }
 
+    /**
+     * A long recovery scan reports how far it has gone, so that the daemon can tell systemd it progresses (a full
+     * log of tens of GiB takes minutes on a slow disk, longer than a start timeout); a log with nothing to scan
+     * reports nothing.
+     */
+    @Test
+    void shouldReportProgressWhileRecoveryScansALongLog()
+    {
+        // Beyond recovery's read-ahead window (32 MiB), which it asks for at once, then a MiB at a time.
+        final long capacity = 64L << 20;
+        final Path file = dir.resolve("progress.log");
+        final List<long[]> calls = new ArrayList<>();
+        final RecordLog.RecoveryProgress progress = (checked, most) -> calls.add(new long[] {checked, most});
+        try (RecordLog log = RecordLog.open(file, capacity, MAX_RECORD_LENGTH, progress))
+        {
+            assertEquals(List.of(), calls, "an empty log has nothing to report");
+            long lsn = 1;
+            while (append(log, lsn, MAX_RECORD_LENGTH) >= 0)
+            {
+                lsn++;
+            }
+            assertTrue(lsn > 1000, "the log filled up with records: " + lsn);
+            log.force();
+        }
+
+        try (RecordLog log = RecordLog.open(file, capacity, MAX_RECORD_LENGTH, progress))
+        {
+            final long scanned = log.recovery().tailPosition() - log.recovery().headPosition();
+            assertTrue(scanned > capacity - 2 * MAX_RECORD_LENGTH, "the scan went through the log: " + scanned);
+            assertTrue(calls.size() >= 25, "a report for each MiB asked beyond the first window: " + calls.size());
+            long previous = -1;
+            for (final long[] call : calls)
+            {
+                assertTrue(call[0] > previous && call[0] <= scanned, "checked bytes grow: " + call[0]);
+                assertEquals(capacity, call[1]);
+                previous = call[0];
+            }
+        }
+    }
+
     @Test
     void shouldStopRecoveryBeforeADamagedPayload() throws IOException
     {
