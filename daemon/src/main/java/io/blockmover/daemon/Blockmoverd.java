@@ -137,7 +137,14 @@ public final class Blockmoverd implements Callable<Integer>
         final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
         final AgentRunner runner = new AgentRunner(
             conductor.idleStrategy(),
-            (throwable) -> LOG.log(System.Logger.Level.ERROR, "conductor error", throwable),
+            (throwable) ->
+            {
+                // The runner rethrows an Error, which FatalErrorHandler then logs, with its stack, before it halts.
+                if (!(throwable instanceof Error))
+                {
+                    LOG.log(System.Logger.Level.ERROR, "conductor error", throwable);
+                }
+            },
             cnc.counter(SystemCounter.ERRORS),
             conductor);
         io.blockmover.metrics.MetricsHttpServer metrics = null;

@@ -70,6 +70,7 @@ class FatalErrorIT
         final String said = Files.readString(log);
         assertTrue(said.contains("FATAL: thread conductor died of java.lang.NoClassDefFoundError"), said);
         assertTrue(said.contains("restart it after every upgrade"), said);
+        assertFalse(said.contains("conductor error"), "the stack is logged once, after the FATAL line: " + said);
 
         // Back on a whole jar, it starts and answers; the interrupted create left no group behind.
         Files.write(jar, goodJar);
