@@ -8,6 +8,7 @@ import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
@@ -577,14 +578,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         final String peer = stringArg(args, "peer");
         final String target = stringArg(args, "target");
         peerConfig(peer);
-        for (final CopyJob other : jobs.values())
-        {
-            if (!other.state.isTerminal() && other.source.equals(Path.of(source)))
-            {
-                throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "job " + other.id + " already copies " + source +
-                    ": wait for it or cancel it (blockmover cancel " + other.id + ")");
-            }
-        }
+        checkVolumeFree(Path.of(source));
         final Volume volume = Volume.open(Path.of(source), false);
         final CopyJob job = new CopyJob(this, nextJobId++, Path.of(source), peer, target,
             Boolean.TRUE.equals(args.get("verify")), Boolean.TRUE.equals(args.get("seeded")),
@@ -837,6 +831,64 @@ public final class Conductor implements Agent, ControlServer.Handler
                 }
             },
             null, agent);
+    }
+
+    /**
+     * Refuses a volume that a group, a local export or a copy job of this daemon already holds, naming which and
+     * what frees it. Volume.open refuses it too (an exclusive claim, a lock), but can only say that something does.
+     *
+     * @param path the volume about to be taken.
+     * @throws BlockmoverException VOLUME_IN_USE.
+     */
+    void checkVolumeFree(final Path path)
+    {
+        VolumeHolder holder = groups.holderOf(path);
+        for (final CopyJob job : jobs.values())
+        {
+            if (holder == null && !job.state.isTerminal() && isSameVolume(path, job.source.toString()))
+            {
+                holder = new VolumeHolder("the source of copy job " + job.id,
+                    "wait for it, or 'blockmover cancel " + job.id + "'");
+            }
+        }
+        for (final InboundConnection connection : inbound)
+        {
+            if (holder == null && connection.isWriting(path))
+            {
+                holder = new VolumeHolder("the destination of copy job " + connection.jobId() + " from " +
+                    connection.peerName(), "wait for it, or cancel it there");
+            }
+        }
+        if (holder != null)
+        {
+            throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path + " is already " + holder.what() +
+                ", and a volume serves one group or copy job at a time: " + holder.remedy());
+        }
+    }
+
+    /**
+     * What holds a volume in this daemon, and what frees it.
+     *
+     * @param what   "the source of group g1".
+     * @param remedy "'blockmover group delete g1' (on both hosts) frees it".
+     */
+    record VolumeHolder(String what, String remedy)
+    {
+    }
+
+    /**
+     * @return whether both paths name the same file or device (a symlink, a relative path, /dev/disk/by-id).
+     */
+    static boolean isSameVolume(final Path path, final String other)
+    {
+        try
+        {
+            return Files.isSameFile(path, Path.of(other));
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            return path.equals(Path.of(other));
+        }
     }
 
     int newSessionId()

@@ -405,6 +405,7 @@ final class Groups implements AutoCloseable
             final Map<String, Object> v = (Map<String, Object>)o;
             final String source = String.valueOf(v.get("source"));
             final String target = String.valueOf(v.get("target"));
+            conductor.checkVolumeFree(Path.of(source));
             final long size;
             try (Volume volume = Volume.open(Path.of(source), false))
             {
@@ -437,6 +438,49 @@ final class Groups implements AutoCloseable
         pending.add(handle);
         conductor.log("group " + name + " created, writing its " + logSize + "-byte log before " + peer +
             " is asked to accept it");
+    }
+
+    /**
+     * @param path a volume.
+     * @return which group or local export of this host holds it, or null when none does.
+     */
+    Conductor.VolumeHolder holderOf(final Path path)
+    {
+        for (final List<SourceGroupHandle> handles : List.of(new ArrayList<>(sources.values()), pending))
+        {
+            for (final SourceGroupHandle handle : handles)
+            {
+                for (final GroupConfig.VolumePair pair : handle.config.volumes)
+                {
+                    if (Conductor.isSameVolume(path, pair.source))
+                    {
+                        return new Conductor.VolumeHolder("the source of group " + handle.config.name,
+                            "'blockmover group delete " + handle.config.name + "' (on both hosts) frees it");
+                    }
+                }
+            }
+        }
+        for (final DestinationGroupHandle handle : destinations.values())
+        {
+            for (final GroupConfig.VolumePair pair : handle.config.volumes)
+            {
+                if (Conductor.isSameVolume(path, pair.target))
+                {
+                    return new Conductor.VolumeHolder("a destination of group " + handle.config.name +
+                        ", replicated from " + handle.config.peer, "'blockmover group delete " + handle.config.name +
+                        "' (on both hosts) frees it");
+                }
+            }
+        }
+        for (final Map.Entry<String, Path> local : conductor.ctx().localExports().entrySet())
+        {
+            if (Conductor.isSameVolume(path, local.getValue().toString()))
+            {
+                return new Conductor.VolumeHolder("the local NBD export " + local.getKey(), "removing nbd.export." +
+                    local.getKey() + " from the configuration and restarting the daemon frees it");
+            }
+        }
+        return null;
     }
 
     private static long rpoTargetMs(final Map<String, Object> args)
@@ -876,17 +920,7 @@ final class Groups implements AutoCloseable
         {
             for (final GroupConfig.VolumePair pair : pairs)
             {
-                for (final DestinationGroupHandle other : destinations.values())
-                {
-                    for (final GroupConfig.VolumePair used : other.config.volumes)
-                    {
-                        if (used.target.equals(pair.target))
-                        {
-                            throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, pair.target + " is already a " +
-                                "destination of group " + other.config.name);
-                        }
-                    }
-                }
+                conductor.checkVolumeFree(Path.of(pair.target));
             }
             final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_DESTINATION, peer,
                 GroupMode.parse(String.valueOf(open.get("mode"))), false, pairs,

@@ -85,6 +85,14 @@ final class InboundConnection
         return jobId;
     }
 
+    /**
+     * @return whether this session holds path open as its copy's destination.
+     */
+    boolean isWriting(final Path path)
+    {
+        return volume != null && Conductor.isSameVolume(path, target);
+    }
+
     int doWork(final long nowNs)
     {
         try
@@ -234,6 +242,7 @@ final class InboundConnection
         conductor.supersede(this, peer.name(), jobId);
         try
         {
+            conductor.checkVolumeFree(Path.of(target));
             volume = Volume.open(Path.of(target), true);
         }
         catch (final BlockmoverException ex)

@@ -145,7 +145,8 @@ public final class Volume implements AutoCloseable
                 if (!OPEN_FILES.add(key))
                 {
                     throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path +
-                        " is in use by another blockmover job: wait for it or cancel it first");
+                        " is already open in this daemon (a group, a copy job or an NBD export holds it): " +
+                        "'blockmover status' shows which");
                 }
                 fileKey = key;
                 size = Files.size(path);
@@ -254,7 +255,8 @@ public final class Volume implements AutoCloseable
         if (lock == null)
         {
             throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path +
-                " is in use by another blockmover job or process holding a lock on it: cancel that job first");
+                " is locked by another process (a VM's qemu, which locks its images? another blockmoverd?): stop " +
+                "it first; 'lslocks' names it");
         }
         return lock;
     }

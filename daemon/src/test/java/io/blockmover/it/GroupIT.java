@@ -727,7 +727,20 @@ class GroupIT
         final Run sameTarget = testbed.cli("site-a", "group", "create", "dup2", "--peer", "site-b", "--volume",
             other + "=" + destination);
         assertTrue(sameTarget.exitCode() == 4 || sameTarget.exitCode() == 5, sameTarget.toString());
-        assertTrue(sameTarget.stderr().contains(destination.toString()), sameTarget.stderr());
+        assertTrue(sameTarget.stderr().contains("site-b: volume " + destination + " is already a destination of " +
+            "group dup, replicated from site-a"), sameTarget.stderr());
+        // A volume another group or job holds is refused naming that group and what frees it, however it is
+        // named (here through a symbolic link), not as "in use by another blockmover job".
+        final Path link = Files.createSymbolicLink(testbed.dir.resolve("bad-link.img"), source);
+        final String heldBySource = "is already the source of group dup, and a volume serves one group or copy " +
+            "job at a time: 'blockmover group delete dup' (on both hosts) frees it";
+        assertRefused(testbed.cli("site-a", "group", "create", "dup3", "--peer", "site-b", "--volume",
+            link + "=" + testbed.dir.resolve("bad-other-dst.img")), 4, heldBySource);
+        assertRefused(testbed.cli("site-a", "copy", link.toString(), "site-b:" + other), 4, heldBySource);
+        assertRefused(testbed.cli("site-a", "copy", other.toString(), "site-b:" + destination), 4,
+            "is already a destination of group dup");
+        assertRefused(testbed.cli("site-b", "group", "create", "back", "--peer", "site-a", "--volume",
+            destination + "=" + other), 4, "is already a destination of group dup");
         assertEquals(1, testbed.groups("site-a").size(), testbed.groups("site-a").toString());
         assertEquals(1, testbed.groups("site-b").size(), testbed.groups("site-b").toString());
         awaitReplicated(testbed, "dup", 60);
