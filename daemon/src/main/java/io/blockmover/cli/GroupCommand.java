@@ -84,8 +84,9 @@ final class GroupCommand implements Callable<Integer>
         @Option(names = "--log-size", paramLabel = "SIZE", description = "record log on each side (e.g. 8g): how " +
             "much an async group or an outage can queue before writes fall back to bitmap tracking (default: " +
             "the daemon's group.log.size). Each side writes its log whole once before the group starts (about a " +
-            "second per GiB on an SSD); both daemons keep serving meanwhile, and this command returns once the " +
-            "partner has accepted the group")
+            "second per GiB on an SSD); both daemons keep serving meanwhile, this command shows how far each " +
+            "log is (on stderr, once it has waited a second), and it returns once the partner has accepted the " +
+            "group")
         String logSize;
 
         @Option(names = "--on-disconnect", paramLabel = "continue|block", defaultValue = "continue",
@@ -161,7 +162,11 @@ final class GroupCommand implements Callable<Integer>
                     throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--verify-interval: " + ex.getMessage());
                 }
             }
-            final Map<String, Object> status = (Map<String, Object>)call("group-create", args);
+            final Map<String, Object> status;
+            try (CreateProgress progress = CreateProgress.start(socket(), name, System.err, json))
+            {
+                status = (Map<String, Object>)call("group-create", args);
+            }
             if (json)
             {
                 printJson(status);

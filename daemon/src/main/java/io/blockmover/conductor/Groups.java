@@ -808,7 +808,7 @@ final class Groups implements AutoCloseable
             // A source that gave up and came back with other settings: start over once the old one is done.
             if (!preparation.isDone())
             {
-                throw preparing(config, peer);
+                throw preparing(config, peer, null);
             }
             preparingDestinations.remove(config.name);
             preparation = null;
@@ -817,16 +817,17 @@ final class Groups implements AutoCloseable
         {
             handle.checkVolumes();
             store.delete(config.name);
-            preparingDestinations.put(config.name, logPreparer.prepare(store.dir(config.name).resolve("log"),
-                config.logSize, config.regionLength, config.name, peer));
+            preparation = logPreparer.prepare(store.dir(config.name).resolve("log"), config.logSize,
+                config.regionLength, config.name, peer);
+            preparingDestinations.put(config.name, preparation);
             conductor.log("group " + config.name + ": writing its " + config.logSize + "-byte log before accepting " +
                 peer + " as its source");
-            throw preparing(config, peer);
+            throw preparing(config, peer, preparation);
         }
         preparation.asked(System.nanoTime());
         if (!preparation.isDone())
         {
-            throw preparing(config, peer);
+            throw preparing(config, peer, preparation);
         }
         preparingDestinations.remove(config.name);
         try
@@ -840,10 +841,15 @@ final class Groups implements AutoCloseable
         }
     }
 
-    private BlockmoverException preparing(final GroupConfig config, final String peer)
+    /**
+     * @param preparation of this group's log, which says how far it is; null while an older one finishes.
+     */
+    private BlockmoverException preparing(final GroupConfig config, final String peer,
+        final LogPreparer.Preparation preparation)
     {
         return new BlockmoverException(ErrorCode.PREPARING, "writing the " + config.logSize + "-byte log of group " +
-            config.name + " before accepting " + peer + " as its source");
+            config.name + " before accepting " + peer + " as its source" +
+            (preparation != null ? " " + preparation.progress() : ""));
     }
 
     /**

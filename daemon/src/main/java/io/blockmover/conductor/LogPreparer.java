@@ -6,6 +6,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Pattern;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -31,6 +33,7 @@ final class LogPreparer implements AutoCloseable
         final long capacity;
         final int maxRecordLength;
         final String peer;
+        private final AtomicLong written;
         private final CompletableFuture<Void> done;
         private long askedNs;
 
@@ -38,15 +41,17 @@ final class LogPreparer implements AutoCloseable
          * @param capacity        bytes of records.
          * @param maxRecordLength the longest payload.
          * @param peer            the source it is written for.
+         * @param written         bytes of the log written so far, set by the preparer's thread.
          * @param done            completes when the file exists; exceptionally when it cannot be written.
          * @param askedNs         when the source asked (System.nanoTime).
          */
-        Preparation(final long capacity, final int maxRecordLength, final String peer,
+        Preparation(final long capacity, final int maxRecordLength, final String peer, final AtomicLong written,
             final CompletableFuture<Void> done, final long askedNs)
         {
             this.capacity = capacity;
             this.maxRecordLength = maxRecordLength;
             this.peer = peer;
+            this.written = written;
             this.done = done;
             this.askedNs = askedNs;
         }
@@ -59,6 +64,23 @@ final class LogPreparer implements AutoCloseable
         boolean isDone()
         {
             return done.isDone();
+        }
+
+        /**
+         * @return bytes of the log written so far (any thread).
+         */
+        long written()
+        {
+            return written.get();
+        }
+
+        /**
+         * @return how far the write is, for a refusal's message: "(N of M bytes written)", which the source finds
+         * again with {@link #PROGRESS}.
+         */
+        String progress()
+        {
+            return progressText(written.get(), capacity);
         }
 
         void asked(final long nowNs)
@@ -94,6 +116,20 @@ final class LogPreparer implements AutoCloseable
         }
     }
 
+    /**
+     * Finds the bytes written and the size in {@link #progressText}, in a partner's PREPARING refusal: the numbers
+     * travel inside its message, which older partners send without them.
+     */
+    static final Pattern PROGRESS = Pattern.compile("\\((\\d+) of (\\d+) bytes written\\)");
+
+    /**
+     * @return "(N of M bytes written)", what {@link #PROGRESS} finds again.
+     */
+    static String progressText(final long written, final long capacity)
+    {
+        return "(" + written + " of " + capacity + " bytes written)";
+    }
+
     private final ExecutorService executor = Executors.newSingleThreadExecutor((task) ->
     {
         final Thread thread = new Thread(task, "log-preparer");
@@ -113,10 +149,11 @@ final class LogPreparer implements AutoCloseable
     Preparation prepare(final Path file, final long capacity, final int maxRecordLength, final String group,
         final String peer)
     {
-        return new Preparation(capacity, maxRecordLength, peer, CompletableFuture.runAsync(() ->
+        final AtomicLong written = new AtomicLong();
+        return new Preparation(capacity, maxRecordLength, peer, written, CompletableFuture.runAsync(() ->
         {
             final long startNs = System.nanoTime();
-            RecordLog.prepare(file, capacity, maxRecordLength);
+            RecordLog.prepare(file, capacity, maxRecordLength, written);
             LOG.log(System.Logger.Level.INFO, String.format(Locale.ROOT, "group %s: its %d-byte log is written " +
                 "(%.1f s)", group, capacity, (System.nanoTime() - startNs) / 1e9));
         }, executor), System.nanoTime());

@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Matcher;
 
 import org.agrona.CloseHelper;
 import org.agrona.concurrent.AgentRunner;
@@ -78,6 +79,8 @@ final class SourceGroupHandle
     private LogPreparer.Preparation logPreparation;
     // The partner said it is writing its side's log: logged once, not at every retry.
     private boolean partnerPreparing;
+    // How far the partner's log is written, from its last PREPARING refusal; -1 when it did not say.
+    private long partnerLogWritten = -1;
     private int createRetries;
     private ControlServer.Client switchClient;
     /** A switch is running; its client is null when the destination asked for it (it learns the outcome itself). */
@@ -527,6 +530,8 @@ final class SourceGroupHandle
         {
             // The partner is writing its side's log for this new group: ask again shortly, without back-off (the
             // client waits for the answer), and say so once.
+            final Matcher progress = LogPreparer.PROGRESS.matcher(message);
+            partnerLogWritten = progress.find() ? Long.parseLong(progress.group(1)) : -1;
             if (!partnerPreparing)
             {
                 partnerPreparing = true;
@@ -899,6 +904,15 @@ final class SourceGroupHandle
         final Map<String, Object> s = config.statusHead("creating");
         s.put("creating", logPreparation != null ? "writing its " + config.logSize + "-byte log" :
             partnerPreparing ? config.peer + " is writing its log" : "waiting for " + config.peer + " to accept it");
+        // How far the log being written is (this host's first, then the partner's), for a progress line.
+        final long written = logPreparation != null ? logPreparation.written() :
+            partnerPreparing ? partnerLogWritten : -1;
+        if (written >= 0)
+        {
+            s.put("log_host", logPreparation != null ? conductor.ctx().nodeName() : config.peer);
+            s.put("log_written", written);
+            s.put("log_size", config.logSize);
+        }
         s.put("volumes", config.volumeList());
         if (lastError != null)
         {

@@ -556,20 +556,27 @@ class GroupIT
         final Path[] destinations = zeroFiles(name + "-dst", 1);
         final CompletableFuture<Run> create = CompletableFuture.supplyAsync(
             () -> testbed.cli("site-a", concat(concat(new String[] {"group", "create", name, "--peer", "site-b"},
-                volumeOptions(sources, destinations)), "--log-size", "3g", "--json")));
+                volumeOptions(sources, destinations)), "--log-size", "3g")));
         try
         {
             final List<List<Long>> answeredMs = List.of(new ArrayList<>(), new ArrayList<>());
             final Set<String> phases = new TreeSet<>();
+            final Map<String, List<Long>> logWritten = Map.of("site-a", new ArrayList<>(), "site-b",
+                new ArrayList<>());
             while (!create.isDone())
             {
                 try
                 {
-                    final Object phase = ((Map<?, ?>)testbed.call("site-a", "group-status", Map.of("name", name)))
-                        .get("creating");
+                    final Map<?, ?> status = (Map<?, ?>)testbed.call("site-a", "group-status", Map.of("name", name));
+                    final Object phase = status.get("creating");
                     if (phase != null)
                     {
                         phases.add(phase.toString());
+                    }
+                    if (status.get("log_written") instanceof Number bytes)
+                    {
+                        assertEquals(3L << 30, ((Number)status.get("log_size")).longValue(), status.toString());
+                        logWritten.get(String.valueOf(status.get("log_host"))).add(bytes.longValue());
                     }
                 }
                 catch (final io.blockmover.BlockmoverException ex)
@@ -583,9 +590,21 @@ class GroupIT
                 }
                 LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
             }
-            create.get().expect(0);
+            final Run created = create.get().expect(0);
             assertTrue(phases.contains("writing its 3221225472-byte log") &&
                 phases.contains("site-b is writing its log"), "group status while the logs were written: " + phases);
+            // How far each host's log is: this host's from its preparer, the partner's from its refusals.
+            for (final Map.Entry<String, List<Long>> host : logWritten.entrySet())
+            {
+                final List<Long> bytes = host.getValue();
+                assertTrue(bytes.stream().anyMatch((b) -> b > 0 && b < 3L << 30), host.getKey() + ": " + bytes);
+                for (int i = 1; i < bytes.size(); i++)
+                {
+                    assertTrue(bytes.get(i) >= bytes.get(i - 1), host.getKey() + " went back: " + bytes);
+                }
+            }
+            // The CLI showed it (a line every two seconds, stderr not being a terminal).
+            assertTrue(created.stderr().contains("writing the group's log on site-b"), created.stderr());
             final String written = "group " + name + ": its 3221225472-byte log is written";
             assertAnsweredThroughout("site-a", answeredMs.get(0), written);
             assertAnsweredThroughout("site-b", answeredMs.get(1), written);

@@ -342,12 +342,27 @@ public final class RecordLog implements AutoCloseable
      */
     public static void prepare(final Path file, final long capacity, final int maxRecordLength)
     {
+        prepare(file, capacity, maxRecordLength, new AtomicLong());
+    }
+
+    /**
+     * Creates the log file as {@link #prepare(Path, long, int)} does, counting the bytes of body written so far.
+     *
+     * @param file            the log file.
+     * @param capacity        bytes of records.
+     * @param maxRecordLength the longest payload.
+     * @param written         set as the body is written, up to capacity; for another thread to show progress.
+     */
+    public static void prepare(final Path file, final long capacity, final int maxRecordLength,
+        final AtomicLong written)
+    {
         final int segmentLength = (int)Math.min(capacity, MAX_SEGMENT_LENGTH);
         validateGeometry(file, capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
         {
-            create(file, capacity, maxRecordLength, segmentLength, true);
+            create(file, capacity, maxRecordLength, segmentLength, true, written);
         }
+        written.set(capacity);
     }
 
     /**
@@ -366,7 +381,7 @@ public final class RecordLog implements AutoCloseable
         validateGeometry(file, capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
         {
-            create(file, capacity, maxRecordLength, segmentLength, preallocate);
+            create(file, capacity, maxRecordLength, segmentLength, preallocate, new AtomicLong());
         }
 
         FileChannel channel = null;
@@ -1657,7 +1672,7 @@ public final class RecordLog implements AutoCloseable
     }
 
     private static void create(final Path file, final long capacity, final int maxRecordLength,
-        final int segmentLength, final boolean preallocate)
+        final int segmentLength, final boolean preallocate, final AtomicLong written)
     {
         final Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
         try
@@ -1673,7 +1688,7 @@ public final class RecordLog implements AutoCloseable
                 raf.setLength(FILE_HEADER_LENGTH + capacity);
                 if (preallocate)
                 {
-                    writeZeros(tmp, FILE_HEADER_LENGTH + capacity);
+                    writeZeros(tmp, FILE_HEADER_LENGTH + capacity, written);
                 }
                 final FileChannel channel = raf.getChannel();
                 final MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_WRITE, 0, FILE_HEADER_LENGTH);
@@ -1717,7 +1732,8 @@ public final class RecordLog implements AutoCloseable
      * log does not flood the page cache; about a second per GiB on this kind of disk, once, when a group is
      * created. The caller's fsync of the new file makes the zeros durable.
      */
-    private static void writeZeros(final Path file, final long length) throws IOException
+    private static void writeZeros(final Path file, final long length, final AtomicLong written)
+        throws IOException
     {
         final int chunk = 1 << 20;
         final ByteBuffer zeros = BufferUtil.allocateDirectAligned(chunk, FILE_HEADER_LENGTH);
@@ -1731,6 +1747,7 @@ public final class RecordLog implements AutoCloseable
                 {
                     at += channel.write(zeros, at);
                 }
+                written.lazySet(Math.max(0, at - FILE_HEADER_LENGTH));
             }
         }
     }
