@@ -437,8 +437,13 @@ class NbdServerTest
             {
                 write.getValue().complete(0);
             }
-            // Completed as one batch: nothing goes out until it is dispatched, then both replies together.
-            export.deferred.peekFirst().getValue().dispatch();
+            // Completed as one batch: nothing goes out until it is dispatched, then both replies together. Either
+            // write may have been the reader's own (a lone request, run at once and answered directly): both were
+            // once in a run of the whole suite, which left nothing deferred to dispatch.
+            if (!export.deferred.isEmpty())
+            {
+                export.deferred.peekFirst().getValue().dispatch();
+            }
             for (int i = 0; i < 2; i++)
             {
                 assertEquals(0, client.readReply(0).error());
