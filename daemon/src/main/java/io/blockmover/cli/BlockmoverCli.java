@@ -33,8 +33,10 @@ import io.blockmover.cnc.CncFile;
         "Replicate block volumes between Linux hosts with blockmoverd.",
         "",
         "Every command takes --json for scripts. The daemon is found through --socket PATH, else the",
-        "BLOCKMOVER_SOCKET environment variable, else /run/blockmover/control.sock. Both options may come",
-        "before the command as well as after it."},
+        "BLOCKMOVER_SOCKET environment variable, else /run/blockmover/control.sock. Queries (status, group",
+        "status) wait 30 s for its answer, requests that wait for a peer (group create) without limit:",
+        "--timeout DURATION sets both (0: no limit). These options may come before the command as well as",
+        "after it."},
     exitCodeListHeading = "%nExit status:%n",
     exitCodeList = {
         "0:success (for copy: the job completed, and verified when --verify was given)",
@@ -80,6 +82,12 @@ public final class BlockmoverCli
         @Option(names = "--json", description = "print JSON for scripts instead of text")
         boolean json;
 
+        @Option(names = "--timeout", paramLabel = "DURATION", description = "how long to wait for each answer of " +
+            "blockmoverd, e.g. 90s or 5m; 0 waits without limit. Default: 30s for queries (status, group status, " +
+            "jobs), no limit for requests that wait for a peer (group create, group switch, copy). A daemon that " +
+            "does not answer in time fails the command with exit status 3")
+        String timeout;
+
         Path socket()
         {
             if (socket != null)
@@ -90,9 +98,25 @@ public final class BlockmoverCli
             return env != null && !env.isEmpty() ? Path.of(env) : DEFAULT_SOCKET;
         }
 
+        /**
+         * @return the --timeout in milliseconds, or -1 for each request's default.
+         */
+        long timeoutMs()
+        {
+            return timeout == null ? -1 : TopologyCommand.parseDurationMs("--timeout", timeout);
+        }
+
+        /**
+         * @return a client of the daemon, which waits for answers as --timeout says.
+         */
+        ControlClient connect()
+        {
+            return ControlClient.connect(socket(), timeoutMs());
+        }
+
         Object call(final String op, final Map<String, Object> args)
         {
-            try (ControlClient client = ControlClient.connect(socket()))
+            try (ControlClient client = connect())
             {
                 return client.call(op, args);
             }
@@ -172,12 +196,12 @@ public final class BlockmoverCli
     }
 
     /**
-     * Moves --socket and --json given before the command ('blockmover --socket PATH group status NAME', as git
-     * takes -C) to after it, where every command that talks to the daemon declares them ({@link Common}). Before,
+     * Moves --socket, --timeout and --json given before the command ('blockmover --socket PATH group status NAME', as
+     * git takes -C) to after it, where every command that talks to the daemon declares them ({@link Common}). Before,
      * that order was an unknown option and a page of help.
      *
      * @param args the command line as given.
-     * @return the same words, the leading --socket and --json moved to the end (before a "--").
+     * @return the same words, the leading --socket, --timeout and --json moved to the end (before a "--").
      */
     static String[] commonOptionsLast(final String[] args)
     {
@@ -194,21 +218,21 @@ public final class BlockmoverCli
 
     /**
      * @param args the command line as given.
-     * @return where the command starts: after the leading --socket PATH and --json, if any (args.length when
-     *     nothing follows them).
+     * @return where the command starts: after the leading --socket PATH, --timeout DURATION and --json, if any
+     *     (args.length when nothing follows them).
      */
     private static int commandIndex(final String[] args)
     {
         int i = 0;
         while (i < args.length)
         {
-            if ("--json".equals(args[i]) || args[i].startsWith("--socket="))
+            if ("--json".equals(args[i]) || args[i].startsWith("--socket=") || args[i].startsWith("--timeout="))
             {
                 i++;
             }
-            else if ("--socket".equals(args[i]))
+            else if ("--socket".equals(args[i]) || "--timeout".equals(args[i]))
             {
-                i += 2; // and its PATH
+                i += 2; // and its value
             }
             else
             {
@@ -299,7 +323,7 @@ public final class BlockmoverCli
             args.put("target", destination.substring(colon + 1));
             args.put("verify", verify);
             args.put("seeded", seeded);
-            try (ControlClient client = ControlClient.connect(socket()))
+            try (ControlClient client = connect())
             {
                 @SuppressWarnings("unchecked")
                 Map<String, Object> job = (Map<String, Object>)client.call("copy", args);

@@ -16,6 +16,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 
@@ -28,13 +34,34 @@ import io.blockmover.ErrorCode;
  */
 public final class ControlClient implements AutoCloseable
 {
+    /**
+     * How long a query waits for its answer unless --timeout says otherwise. A query is answered at once by a
+     * daemon that works; one that accepted the connection and says nothing is starting (checking its groups'
+     * logs), or stuck: a script that asks for its status (a monitoring check from cron) must not wait for ever.
+     */
+    static final long QUERY_TIMEOUT_MS = 30_000;
+    /**
+     * Requests answered at once, which change nothing. The others wait without limit unless --timeout says
+     * otherwise: a group create waits for the partner to accept, a switch for the partner to take over.
+     */
+    private static final Set<String> QUERIES = Set.of("ping", "status", "jobs", "job", "config", "groups",
+        "group-status", "group-verify-status", "peer-show", "topology-status");
+    private static final ScheduledExecutorService TIMER = Executors.newSingleThreadScheduledExecutor((task) ->
+    {
+        final Thread thread = new Thread(task, "control-timeout");
+        thread.setDaemon(true);
+        return thread;
+    });
+
     private final SocketChannel channel;
     private final BufferedReader reader;
+    private final long timeoutMs;
     private long nextId = 1;
 
-    private ControlClient(final SocketChannel channel)
+    private ControlClient(final SocketChannel channel, final long timeoutMs)
     {
         this.channel = channel;
+        this.timeoutMs = timeoutMs;
         this.reader = new BufferedReader(new InputStreamReader(Channels.newInputStream(channel),
             StandardCharsets.UTF_8));
     }
@@ -45,6 +72,18 @@ public final class ControlClient implements AutoCloseable
      * @throws BlockmoverException DAEMON_NOT_RUNNING or PERMISSION_DENIED with the fix.
      */
     public static ControlClient connect(final Path socket)
+    {
+        return connect(socket, -1);
+    }
+
+    /**
+     * @param socket    path of the daemon's control socket.
+     * @param timeoutMs how long every request waits for its answer; 0 for ever; -1 for the default
+     *                  ({@link #QUERY_TIMEOUT_MS} for a query, for ever for the others).
+     * @return a connected client.
+     * @throws BlockmoverException DAEMON_NOT_RUNNING or PERMISSION_DENIED with the fix.
+     */
+    public static ControlClient connect(final Path socket, final long timeoutMs)
     {
         final String howToStart = "start it with 'systemctl start blockmoverd' (or scripts/blockmoverd --config " +
             "FILE), or point --socket / BLOCKMOVER_SOCKET at a running daemon's control socket";
@@ -57,7 +96,7 @@ public final class ControlClient implements AutoCloseable
         {
             final SocketChannel channel = SocketChannel.open(StandardProtocolFamily.UNIX);
             channel.connect(UnixDomainSocketAddress.of(socket));
-            return new ControlClient(channel);
+            return new ControlClient(channel, timeoutMs);
         }
         catch (final ConnectException ex)
         {
@@ -97,6 +136,14 @@ public final class ControlClient implements AutoCloseable
         request.put("id", id);
         request.put("op", op);
         request.put("args", args);
+        final long waitMs = timeoutMs >= 0 ? timeoutMs : QUERIES.contains(op) ? QUERY_TIMEOUT_MS : 0;
+        // Closing the channel is what ends a blocked read of it; the flag tells that close from the daemon's.
+        final AtomicBoolean timedOut = new AtomicBoolean();
+        final ScheduledFuture<?> timeout = waitMs == 0 ? null : TIMER.schedule(() ->
+        {
+            timedOut.set(true);
+            close();
+        }, waitMs, TimeUnit.MILLISECONDS);
         try
         {
             final byte[] bytes = JSON.std.asBytes(request);
@@ -106,9 +153,14 @@ public final class ControlClient implements AutoCloseable
                 channel.write(buffer);
             }
             final String line = reader.readLine();
+            if (timeout != null)
+            {
+                timeout.cancel(false);
+            }
             if (line == null)
             {
-                throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, unanswered(op, "closed"));
+                throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, timedOut.get() ? notAnswered(op, waitMs) :
+                    unanswered(op, "closed"));
             }
             final Map<String, Object> reply = JSON.std.mapFrom(line);
             if (Boolean.TRUE.equals(reply.get("ok")))
@@ -122,9 +174,25 @@ public final class ControlClient implements AutoCloseable
         }
         catch (final IOException ex)
         {
-            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING,
+            if (timeout != null)
+            {
+                timeout.cancel(false);
+            }
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, timedOut.get() ? notAnswered(op, waitMs) :
                 unanswered(op, "dropped (" + ex.getMessage() + ")"));
         }
+    }
+
+    /**
+     * What to say when the daemon holds the connection and does not answer in time.
+     */
+    private static String notAnswered(final String op, final long waitMs)
+    {
+        return "blockmoverd did not answer '" + op + "' within " + Format.duration(waitMs / 1000.0) + ": it is " +
+            "starting (checking its groups' logs takes a while when they hold many GiB), or stuck (a hung disk " +
+            "under its state directory?). Its log says which (journalctl -u blockmoverd); --timeout 0 waits " +
+            "without limit" + (QUERIES.contains(op) ? "" : ". Whether '" + op + "' took effect is unknown: check " +
+            "with 'blockmover status' once it answers");
     }
 
     /**

@@ -54,7 +54,7 @@ final class EventsCommand extends BlockmoverCli.Common implements Callable<Integ
     @SuppressWarnings("unchecked")
     public Integer call()
     {
-        try (ControlClient client = ControlClient.connect(socket()))
+        try (ControlClient client = connect())
         {
             installInterruptHandler();
             client.call("events", Map.of("now", now));

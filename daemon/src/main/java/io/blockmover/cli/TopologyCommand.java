@@ -82,7 +82,7 @@ final class TopologyCommand extends BlockmoverCli.Common implements Callable<Int
         args.put("outage_seconds", parseDurationMs("--outage", outage) / 1000);
         args.put("workload", workload.toLowerCase(Locale.ROOT));
         Map<String, Object> status;
-        try (ControlClient client = ControlClient.connect(socket()))
+        try (ControlClient client = connect())
         {
             status = (Map<String, Object>)client.call("topology-start", args);
             final Map<String, Object> poll = new LinkedHashMap<>();

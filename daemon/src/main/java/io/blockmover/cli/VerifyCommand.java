@@ -114,7 +114,7 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
                 throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--max-rate " + maxRate + ": " + ex.getMessage());
             }
         }
-        try (ControlClient client = ControlClient.connect(socket()))
+        try (ControlClient client = connect())
         {
             Map<String, Object> job = (Map<String, Object>)client.call("group-verify", args);
             if (detach)

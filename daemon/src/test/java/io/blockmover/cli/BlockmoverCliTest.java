@@ -9,6 +9,8 @@ import java.nio.channels.ServerSocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -333,5 +335,85 @@ class BlockmoverCliTest
         assertFalse(conductor.isAlive());
         assertNull(failure.get());
         assertFalse(Files.exists(socket));
+    }
+
+    /**
+     * A daemon that holds the connection and does not answer (starting, with a long check of its groups' logs, or
+     * stuck on a hung disk) kept every command waiting for ever, a monitoring check from cron included. A query now
+     * gives up after its timeout (--timeout, before or after the command) with exit status 3 and says why; a
+     * request that changes something says its outcome is unknown; --timeout 0 waits as long as it takes.
+     */
+    @Test
+    void shouldGiveUpOnADaemonThatDoesNotAnswerInTime() throws Exception
+    {
+        final Path socket = dir.resolve("control.sock");
+        final long answerJobsAfterNs = TimeUnit.MILLISECONDS.toNanos(1500);
+        final List<Object[]> late = new ArrayList<>();
+        // status and group-create: never answered; jobs: answered after 1.5 s.
+        final ControlServer.Handler handler = (client, id, op, args) ->
+        {
+            if (op.equals("jobs"))
+            {
+                late.add(new Object[] {client, id, System.nanoTime() + answerJobsAfterNs});
+            }
+        };
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final ControlServer server = new ControlServer(socket, "");
+        final Thread conductor = new Thread(() ->
+        {
+            try
+            {
+                while (!Thread.currentThread().isInterrupted())
+                {
+                    server.poll(handler);
+                    for (final Iterator<Object[]> it = late.iterator(); it.hasNext();)
+                    {
+                        final Object[] request = it.next();
+                        if (System.nanoTime() >= (long)request[2])
+                        {
+                            ((ControlServer.Client)request[0]).reply(request[1], List.of());
+                            it.remove();
+                        }
+                    }
+                    LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(100));
+                }
+            }
+            catch (final Throwable ex)
+            {
+                failure.set(ex);
+            }
+        }, "test-conductor");
+        conductor.start();
+        try
+        {
+            final long startNs = System.nanoTime();
+            assertEquals(3, BlockmoverCli.run("--timeout", "1s", "status", "--socket", socket.toString()), stderr());
+            assertTrue(System.nanoTime() - startNs < TimeUnit.SECONDS.toNanos(20), "it gave up in time");
+            assertTrue(stderr().startsWith("blockmover: blockmoverd did not answer 'status' within 1s: it is " +
+                "starting"), stderr());
+            assertTrue(stderr().contains("--timeout 0 waits without limit"), stderr());
+            assertFalse(stderr().contains("took effect"), "a query changes nothing: " + stderr());
+            err.reset();
+
+            assertEquals(3, BlockmoverCli.run("group", "create", "g", "--peer", "p", "--volume", "/a=/b",
+                "--timeout=1s", "--socket", socket.toString()), stderr());
+            assertTrue(stderr().contains("did not answer 'group-create' within 1s"), stderr());
+            assertTrue(stderr().contains("Whether 'group-create' took effect is unknown"), stderr());
+            err.reset();
+
+            assertEquals(0, BlockmoverCli.run("jobs", "--timeout", "0", "--socket", socket.toString()), stderr());
+            assertEquals(0, BlockmoverCli.run("jobs", "--socket", socket.toString()), "30 s by default: " +
+                stderr());
+            assertEquals(4, BlockmoverCli.run("jobs", "--timeout", "soon", "--socket", socket.toString()));
+            assertTrue(stderr().contains("--timeout 'soon' is not a duration"), stderr());
+        }
+        finally
+        {
+            conductor.interrupt();
+            conductor.join(TimeUnit.SECONDS.toMillis(10));
+            server.close();
+        }
+        assertFalse(conductor.isAlive());
+        assertNull(failure.get());
     }
 }
