@@ -293,26 +293,9 @@ class BlockmoverCliTest
                 client.error(id, ErrorCode.NO_SUCH_JOB, "no job " + args.get("id"));
             }
         };
-        final AtomicReference<Throwable> failure = new AtomicReference<>();
-        final ControlServer server = new ControlServer(socket, "");
-        final Thread conductor = new Thread(() ->
+        final ServedSocket served = new ServedSocket(socket, handler, () ->
         {
-            try
-            {
-                while (!Thread.currentThread().isInterrupted())
-                {
-                    if (server.poll(handler) == 0)
-                    {
-                        LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(100));
-                    }
-                }
-            }
-            catch (final Throwable ex)
-            {
-                failure.set(ex);
-            }
-        }, "test-conductor");
-        conductor.start();
+        });
         try
         {
             final int list = BlockmoverCli.run("jobs", "--socket", socket.toString());
@@ -328,12 +311,8 @@ class BlockmoverCliTest
         }
         finally
         {
-            conductor.interrupt();
-            conductor.join(TimeUnit.SECONDS.toMillis(10));
-            server.close();
+            served.close();
         }
-        assertFalse(conductor.isAlive());
-        assertNull(failure.get());
         assertFalse(Files.exists(socket));
     }
 
@@ -357,33 +336,19 @@ class BlockmoverCliTest
                 late.add(new Object[] {client, id, System.nanoTime() + answerJobsAfterNs});
             }
         };
-        final AtomicReference<Throwable> failure = new AtomicReference<>();
-        final ControlServer server = new ControlServer(socket, "");
-        final Thread conductor = new Thread(() ->
+        final Runnable answerLate = () ->
         {
-            try
+            for (final Iterator<Object[]> it = late.iterator(); it.hasNext();)
             {
-                while (!Thread.currentThread().isInterrupted())
+                final Object[] request = it.next();
+                if (System.nanoTime() >= (long)request[2])
                 {
-                    server.poll(handler);
-                    for (final Iterator<Object[]> it = late.iterator(); it.hasNext();)
-                    {
-                        final Object[] request = it.next();
-                        if (System.nanoTime() >= (long)request[2])
-                        {
-                            ((ControlServer.Client)request[0]).reply(request[1], List.of());
-                            it.remove();
-                        }
-                    }
-                    LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(100));
+                    ((ControlServer.Client)request[0]).reply(request[1], List.of());
+                    it.remove();
                 }
             }
-            catch (final Throwable ex)
-            {
-                failure.set(ex);
-            }
-        }, "test-conductor");
-        conductor.start();
+        };
+        final ServedSocket served = new ServedSocket(socket, handler, answerLate);
         try
         {
             final long startNs = System.nanoTime();
@@ -409,11 +374,56 @@ class BlockmoverCliTest
         }
         finally
         {
+            served.close();
+        }
+    }
+
+    /**
+     * A real control socket served by a thread of the test, as the conductor serves it: each turn polls the server
+     * with the handler, then runs the tick (replies the handler left for later). {@link #close} stops the thread,
+     * checks that it ended without an error and that the socket file is gone.
+     */
+    private static final class ServedSocket
+    {
+        private final Path socket;
+        private final ControlServer server;
+        private final Thread conductor;
+        private final AtomicReference<Throwable> failure = new AtomicReference<>();
+
+        ServedSocket(final Path socket, final ControlServer.Handler handler, final Runnable tick)
+        {
+            this.socket = socket;
+            this.server = new ControlServer(socket, "");
+            this.conductor = new Thread(() ->
+            {
+                try
+                {
+                    while (!Thread.currentThread().isInterrupted())
+                    {
+                        final int work = server.poll(handler);
+                        tick.run();
+                        if (work == 0)
+                        {
+                            LockSupport.parkNanos(TimeUnit.MICROSECONDS.toNanos(100));
+                        }
+                    }
+                }
+                catch (final Throwable ex)
+                {
+                    failure.set(ex);
+                }
+            }, "test-conductor");
+            conductor.start();
+        }
+
+        void close() throws InterruptedException
+        {
             conductor.interrupt();
             conductor.join(TimeUnit.SECONDS.toMillis(10));
             server.close();
+            assertFalse(conductor.isAlive());
+            assertNull(failure.get());
+            assertFalse(Files.exists(socket));
         }
-        assertFalse(conductor.isAlive());
-        assertNull(failure.get());
     }
 }
