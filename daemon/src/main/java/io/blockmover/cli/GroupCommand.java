@@ -507,7 +507,9 @@ final class GroupCommand implements Callable<Integer>
             "Delete a group on this host; the data on its volumes stays.",
             "",
             "Stops replicating, removes its NBD exports, log and bitmaps, and releases its volumes. Run it on",
-            "both hosts (the destination keeps its side until deleted there)."})
+            "both hosts (the destination keeps its side until deleted there). Deleted on the destination first,",
+            "the group stays deleted there: its source shows 'degraded' with the reason until it is deleted too,",
+            "and a group created again on the source afterwards replicates anew."})
     static final class Delete extends NamedAction
     {
         Delete()

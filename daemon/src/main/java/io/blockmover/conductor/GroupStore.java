@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
@@ -21,10 +22,16 @@ import io.blockmover.replication.group.GroupConfig;
 final class GroupStore
 {
     private final Path groupsDir;
+    /**
+     * Destination groups deleted here, by name: from which source, and that source group's creation time, which
+     * tells the same group (refused: it was deleted) from one created again since (accepted).
+     */
+    private final Path deletedFile;
 
     GroupStore(final Path stateDir)
     {
         this.groupsDir = stateDir.resolve("groups");
+        this.deletedFile = stateDir.resolve("deleted-groups.json");
         try
         {
             Files.createDirectories(groupsDir);
@@ -157,6 +164,82 @@ final class GroupStore
         }
         configs.sort(Comparator.comparing((GroupConfig c) -> c.name));
         return configs;
+    }
+
+    /**
+     * Remembers that a destination group was deleted here, so that its source, still running it, cannot bring it
+     * back by connecting again.
+     *
+     * @param config the deleted destination group.
+     */
+    void rememberDeleted(final GroupConfig config)
+    {
+        final Map<String, Object> deleted = readDeleted();
+        final Map<String, Object> entry = new LinkedHashMap<>();
+        entry.put("peer", config.peer);
+        entry.put("created_ms", config.createdMs);
+        entry.put("deleted_ms", System.currentTimeMillis());
+        deleted.put(config.name, entry);
+        writeDeleted(deleted);
+    }
+
+    /**
+     * @return when the destination group of that name, from that source and of that creation, was deleted here, in
+     * ms since the epoch; or -1 when it was not (none was, or the source has created the group again since).
+     */
+    long deletedMs(final String name, final String peer, final long createdMs)
+    {
+        if (!(readDeleted().get(name) instanceof Map<?, ?> entry))
+        {
+            return -1;
+        }
+        return peer.equals(entry.get("peer")) && entry.get("created_ms") instanceof Number created &&
+            created.longValue() == createdMs && entry.get("deleted_ms") instanceof Number when ? when.longValue() : -1;
+    }
+
+    /**
+     * Forgets a deleted group: a group of that name exists here again.
+     */
+    void forgetDeleted(final String name)
+    {
+        final Map<String, Object> deleted = readDeleted();
+        if (deleted.remove(name) != null)
+        {
+            writeDeleted(deleted);
+        }
+    }
+
+    private Map<String, Object> readDeleted()
+    {
+        try
+        {
+            return Files.exists(deletedFile) ? new LinkedHashMap<>(JsonFiles.read(deletedFile)) :
+                new LinkedHashMap<>();
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot read " + deletedFile + ": " + ex + " (remove " +
+                "it: it only stops sources from bringing deleted destination groups back)", ex);
+        }
+    }
+
+    private void writeDeleted(final Map<String, Object> deleted)
+    {
+        try
+        {
+            if (deleted.isEmpty())
+            {
+                Files.deleteIfExists(deletedFile);
+            }
+            else
+            {
+                JsonFiles.writeAtomically(deletedFile, deleted);
+            }
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot write " + deletedFile + ": " + ex, ex);
+        }
     }
 
     void delete(final String name)

@@ -1,6 +1,7 @@
 package io.blockmover.conductor;
 
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -430,6 +431,7 @@ final class Groups implements AutoCloseable
         config.verifyIntervalMs = verifyIntervalMs;
         config.seeding = Boolean.TRUE.equals(args.get("seeded"));
         store.delete(name);
+        store.forgetDeleted(name);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
         // The log is written on the preparer's thread; the handle opens the group once it is (doWork), then
         // dials the partner, and the client hears when the partner accepts or refuses.
@@ -783,6 +785,7 @@ final class Groups implements AutoCloseable
         else
         {
             destination.close();
+            store.rememberDeleted(destination.config);
             result.put("role", "destination");
         }
         verifies.forget(name);
@@ -924,13 +927,24 @@ final class Groups implements AutoCloseable
         }
         else
         {
+            // The source group's creation time names it across hosts and role switches (older sources send none).
+            final long createdMs = open.get("created_ms") instanceof Number n ? n.longValue() :
+                System.currentTimeMillis();
+            final long deletedMs = store.deletedMs(name, peer, createdMs);
+            if (deletedMs >= 0)
+            {
+                throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " was deleted on " +
+                    conductor.ctx().nodeName() + " at " + Instant.ofEpochMilli(deletedMs) + ": run 'blockmover " +
+                    "group delete " + name + "' on " + peer + " too; to replicate it again, create it again there " +
+                    "after that");
+            }
             for (final GroupConfig.VolumePair pair : pairs)
             {
                 conductor.checkVolumeFree(Path.of(pair.target));
             }
             final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_DESTINATION, peer,
                 GroupMode.parse(String.valueOf(open.get("mode"))), false, pairs,
-                ((Number)open.get("log_size")).longValue(), regionLength, System.currentTimeMillis());
+                ((Number)open.get("log_size")).longValue(), regionLength, createdMs);
             config.adoptSettings(open);
             handle = new DestinationGroupHandle(conductor, store, config);
             awaitPreparedLog(handle, peer);
@@ -944,6 +958,7 @@ final class Groups implements AutoCloseable
                 throw ex;
             }
             store.save(config);
+            store.forgetDeleted(name);
             destinations.put(name, handle);
             conductor.log("group " + name + " created as a destination of " + peer);
         }

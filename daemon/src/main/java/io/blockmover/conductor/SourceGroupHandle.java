@@ -357,6 +357,8 @@ final class SourceGroupHandle
         open.put("volumes", config.volumeList());
         open.put("log_size", config.logSize);
         open.put("region_length", config.regionLength);
+        // Names this group, not one created again under its name: a destination deleted there refuses only it.
+        open.put("created_ms", config.createdMs);
         // This shipper resends from a record its partner got damaged (NACK), so the session need not end.
         open.put("resend", true);
         putSettings(open);

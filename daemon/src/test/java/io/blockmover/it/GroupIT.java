@@ -770,6 +770,40 @@ class GroupIT
         assertNoGroups();
     }
 
+    /**
+     * A destination group deleted while its source runs stays deleted. The source, connecting again, found no
+     * group there and had it created again within a second: a full resend of every volume the operator had just
+     * stopped replicating, and a group that 'group delete' could not remove. Now the destination refuses that
+     * group, the source shows why, and a group created again on the source (a new group, by its creation time)
+     * is accepted as before.
+     */
+    @Test
+    void shouldKeepADeletedDestinationDeletedUntilItsSourceCreatesTheGroupAgain() throws Exception
+    {
+        final String name = "undead";
+        final Path[] sources = zeroFiles(name + "-src", 1);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        awaitReplicated(testbed, name, 60);
+
+        testbed.cli("site-b", "group", "delete", name).expect(0);
+        Testbed.await("the source to hear that its partner deleted the group", 30, () ->
+            String.valueOf(testbed.group("site-a", name).get("last_error")).contains("group undead was deleted on " +
+            "site-b at "));
+        final Map<String, Object> source = testbed.group("site-a", name);
+        assertTrue(String.valueOf(source.get("last_error")).contains("run 'blockmover group delete undead' on " +
+            "site-a too"), source.toString());
+        assertEquals("degraded", state(source), source.toString());
+        assertTrue(testbed.groups("site-b").isEmpty(), "the deleted group came back: " + testbed.groups("site-b"));
+
+        testbed.cli("site-a", "group", "delete", name).expect(0);
+        GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        awaitReplicated(testbed, name, 60);
+        assertFalse(Files.exists(testbed.dir.resolve("site-b/state/deleted-groups.json")),
+            "the group exists again there: nothing deleted is left to remember");
+        GroupChecks.delete(testbed, name);
+    }
+
     private static void assertRefused(final Run run, final int exitCode, final String mentioned)
     {
         assertEquals(exitCode, run.exitCode(), run.toString());
