@@ -28,6 +28,7 @@ final class CreateProgress implements AutoCloseable
     private volatile boolean running = true;
     private ProgressLine line;
     private String lineHost;
+    private long lineSize;
 
     private CreateProgress(final Path socket, final String group, final PrintStream out)
     {
@@ -97,22 +98,48 @@ final class CreateProgress implements AutoCloseable
             line = new ProgressLine(out, false);
             lineHost = host;
         }
-        final long done = written.longValue();
-        final long total = size.longValue();
-        if (!line.update(done, false))
+        lineSize = size.longValue();
+        draw(written.longValue(), lineSize, false);
+    }
+
+    private void draw(final long done, final long total, final boolean finished)
+    {
+        if (!line.update(done, finished))
         {
             return;
         }
         final double fraction = total == 0 ? 1 : (double)done / total;
         line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  writing the group's log on %s",
             ProgressLine.bar(fraction), fraction * 100, Format.bytes(done), Format.bytes(total),
-            Format.rate(line.rate()), Format.duration(line.secondsLeft(total - done)), host));
+            Format.rate(line.rate()), Format.duration(line.secondsLeft(total - done)), lineHost));
+    }
+
+    /**
+     * The partner accepted the group, so every log is written: a line left short of the end is completed.
+     */
+    void succeeded()
+    {
+        running = false;
+        joinPoller();
+        if (line != null)
+        {
+            draw(lineSize, lineSize, true);
+        }
     }
 
     @Override
     public void close()
     {
         running = false;
+        joinPoller();
+        if (line != null)
+        {
+            line.end();
+        }
+    }
+
+    private void joinPoller()
+    {
         if (thread.isAlive())
         {
             thread.interrupt();
@@ -124,10 +151,6 @@ final class CreateProgress implements AutoCloseable
             {
                 Thread.currentThread().interrupt();
             }
-        }
-        if (line != null)
-        {
-            line.end();
         }
     }
 }

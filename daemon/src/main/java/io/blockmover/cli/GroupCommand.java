@@ -166,6 +166,7 @@ final class GroupCommand implements Callable<Integer>
             try (CreateProgress progress = CreateProgress.start(socket(), name, System.err, json))
             {
                 status = (Map<String, Object>)call("group-create", args);
+                progress.succeeded();
             }
             if (json)
             {
