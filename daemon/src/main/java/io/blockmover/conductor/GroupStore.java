@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,6 +22,9 @@ import io.blockmover.replication.group.GroupConfig;
  */
 final class GroupStore
 {
+    /** Deleted destination groups remembered at most; the oldest are forgotten first. */
+    static final int MAX_DELETED = 1000;
+
     private final Path groupsDir;
     /**
      * Destination groups deleted here, by name: from which source, and that source group's creation time, which
@@ -179,7 +183,15 @@ final class GroupStore
         entry.put("peer", config.peer);
         entry.put("created_ms", config.createdMs);
         entry.put("deleted_ms", System.currentTimeMillis());
+        deleted.remove(config.name);
         deleted.put(config.name, entry);
+        // Oldest first: a host that creates and deletes groups for ever keeps only the latest deletions.
+        final Iterator<String> oldest = deleted.keySet().iterator();
+        while (deleted.size() > MAX_DELETED && oldest.hasNext())
+        {
+            oldest.next();
+            oldest.remove();
+        }
         writeDeleted(deleted);
     }
 
