@@ -130,12 +130,32 @@ final class LogPreparer implements AutoCloseable
         return "(" + written + " of " + capacity + " bytes written)";
     }
 
+    /**
+     * What writes a log file: {@link RecordLog#prepare(Path, long, int, AtomicLong)}, or a test's stand-in.
+     */
+    @FunctionalInterface
+    interface LogWriter
+    {
+        void write(Path file, long capacity, int maxRecordLength, AtomicLong written);
+    }
+
+    private final LogWriter writer;
     private final ExecutorService executor = Executors.newSingleThreadExecutor((task) ->
     {
         final Thread thread = new Thread(task, "log-preparer");
         thread.setDaemon(true);
         return thread;
     });
+
+    LogPreparer()
+    {
+        this(RecordLog::prepare);
+    }
+
+    LogPreparer(final LogWriter writer)
+    {
+        this.writer = writer;
+    }
 
     /**
      * Starts writing a log file, after any already queued. Says in the daemon's log when it is written and how long
@@ -150,13 +170,31 @@ final class LogPreparer implements AutoCloseable
         final String peer)
     {
         final AtomicLong written = new AtomicLong();
-        return new Preparation(capacity, maxRecordLength, peer, written, CompletableFuture.runAsync(() ->
+        final CompletableFuture<Void> done = new CompletableFuture<>();
+        executor.execute(() ->
         {
-            final long startNs = System.nanoTime();
-            RecordLog.prepare(file, capacity, maxRecordLength, written);
-            LOG.log(System.Logger.Level.INFO, String.format(Locale.ROOT, "group %s: its %d-byte log is written " +
-                "(%.1f s)", group, capacity, (System.nanoTime() - startNs) / 1e9));
-        }, executor), System.nanoTime());
+            try
+            {
+                final long startNs = System.nanoTime();
+                writer.write(file, capacity, maxRecordLength, written);
+                LOG.log(System.Logger.Level.INFO, String.format(Locale.ROOT, "group %s: its %d-byte log is " +
+                    "written (%.1f s)", group, capacity, (System.nanoTime() - startNs) / 1e9));
+                done.complete(null);
+            }
+            catch (final RuntimeException ex)
+            {
+                done.completeExceptionally(ex);
+            }
+            catch (final Error ex)
+            {
+                // Thrown on as well, to the thread's uncaught-exception handler: in the daemon FatalErrorHandler,
+                // which stops it (runAsync kept an Error in the future, and the daemon ran on as if nothing were
+                // wrong but this one create).
+                done.completeExceptionally(ex);
+                throw ex;
+            }
+        });
+        return new Preparation(capacity, maxRecordLength, peer, written, done, System.nanoTime());
     }
 
     /**

@@ -1,0 +1,85 @@
+package io.blockmover.conductor;
+
+import java.nio.file.Path;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+
+import static io.blockmover.Await.awaitTrue;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class LogPreparerTest
+{
+    @TempDir
+    Path dir;
+
+    /**
+     * An Error while a log is written (out of memory, a class that no longer loads) must reach the thread's
+     * uncaught-exception handler, which in the daemon is FatalErrorHandler and stops it: kept in the future, as it
+     * was, it only failed the one create and the daemon ran on in an unknown state. The create still hears why.
+     */
+    @Test
+    void shouldHandAnErrorToTheUncaughtExceptionHandlerAndFailTheCreate() throws Exception
+    {
+        final OutOfMemoryError error = new OutOfMemoryError("Cannot reserve 1048576 bytes of direct buffer memory");
+        final AtomicReference<Throwable> uncaught = new AtomicReference<>();
+        final Thread.UncaughtExceptionHandler saved = Thread.getDefaultUncaughtExceptionHandler();
+        Thread.setDefaultUncaughtExceptionHandler((thread, throwable) -> uncaught.set(throwable));
+        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written) ->
+        {
+            throw error;
+        }))
+        {
+            final LogPreparer.Preparation preparation = preparer.prepare(dir.resolve("log"), 1 << 20, 65536, "g",
+                "peer");
+            awaitTrue("the preparation to end", preparation::isDone);
+            final BlockmoverException failed = assertThrows(BlockmoverException.class, preparation::check);
+            assertEquals(ErrorCode.IO_ERROR, failed.code());
+            assertTrue(failed.getMessage().contains("direct buffer memory"), failed.getMessage());
+            awaitTrue("the uncaught-exception handler to hear of it", () -> uncaught.get() != null);
+            assertSame(error, uncaught.get());
+        }
+        finally
+        {
+            Thread.setDefaultUncaughtExceptionHandler(saved);
+        }
+    }
+
+    /**
+     * A failure the daemon can live with (a full disk, a bad path) fails the create only.
+     */
+    @Test
+    void shouldFailOnlyTheCreateOnAnException() throws Exception
+    {
+        final AtomicReference<Throwable> uncaught = new AtomicReference<>();
+        final Thread.UncaughtExceptionHandler saved = Thread.getDefaultUncaughtExceptionHandler();
+        Thread.setDefaultUncaughtExceptionHandler((thread, throwable) -> uncaught.set(throwable));
+        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written) ->
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot create record log: No space left on device");
+        }))
+        {
+            final LogPreparer.Preparation preparation = preparer.prepare(dir.resolve("log"), 1 << 20, 65536, "g",
+                "peer");
+            awaitTrue("the preparation to end", preparation::isDone);
+            assertTrue(assertThrows(BlockmoverException.class, preparation::check).getMessage()
+                .contains("No space left on device"));
+            // A second preparation runs on the same thread: it did not die.
+            final LogPreparer.Preparation next = preparer.prepare(dir.resolve("log2"), 1 << 20, 65536, "g2", "peer");
+            awaitTrue("the next preparation to end", next::isDone);
+            assertNull(uncaught.get());
+        }
+        finally
+        {
+            Thread.setDefaultUncaughtExceptionHandler(saved);
+        }
+    }
+}
