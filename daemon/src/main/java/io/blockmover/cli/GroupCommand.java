@@ -83,7 +83,8 @@ final class GroupCommand implements Callable<Integer>
 
         @Option(names = "--log-size", paramLabel = "SIZE", description = "record log on each side (e.g. 8g): how " +
             "much an async group or an outage can queue before writes fall back to bitmap tracking (default: " +
-            "the daemon's group.log.size). Each side writes its log whole once before the group starts (about a " +
+            "the daemon's group.log.size; refused at once where the file system of the state directory lacks " +
+            "room for it). Each side writes its log whole once before the group starts (about a " +
             "second per GiB on an SSD); both daemons keep serving meanwhile, this command shows how far each " +
             "log is (on stderr, once it has waited a second), and it returns once the partner has accepted the " +
             "group")

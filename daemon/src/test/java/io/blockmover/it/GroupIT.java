@@ -731,6 +731,12 @@ class GroupIT
         assertFalse(noTarget.stderr().contains("site-b: site-b:"), "the peer named twice: " + noTarget.stderr());
         assertRefused(testbed.cli("site-a", "group", "create", "a/b", "--peer", "site-b", "--volume", volume), 4,
             "a/b");
+        // A log its file system has no room for (a digit too many in --log-size) is refused at once, unwritten.
+        final long tooBig = (Files.getFileStore(testbed.dir).getUsableSpace() >> 30) + 2;
+        final long startNs = System.nanoTime();
+        assertRefused(testbed.cli("site-a", "group", "create", "g6", "--peer", "site-b", "--volume", volume,
+            "--log-size", tooBig + "g"), 4, "stays free for the rest of the host: choose --log-size ");
+        assertTrue(System.nanoTime() - startNs < TimeUnit.SECONDS.toNanos(20), "refused before writing");
         final Path odd = Volumes.zeros(testbed.dir.resolve("bad-odd.img"), SIZE + 512);
         assertRefused(testbed.cli("site-a", "group", "create", "g5", "--peer", "site-b", "--volume",
             odd + "=" + destination), 4, "4096");

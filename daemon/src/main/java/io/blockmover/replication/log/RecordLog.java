@@ -6,10 +6,12 @@ import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.FileStore;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.util.Locale;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 
@@ -1683,6 +1685,10 @@ public final class RecordLog implements AutoCloseable
                 Files.createDirectories(parent);
             }
             Files.deleteIfExists(tmp);
+            if (preallocate)
+            {
+                checkRoom(file, FILE_HEADER_LENGTH + capacity);
+            }
             try (RandomAccessFile raf = new RandomAccessFile(tmp.toFile(), "rw"))
             {
                 raf.setLength(FILE_HEADER_LENGTH + capacity);
@@ -1723,6 +1729,35 @@ public final class RecordLog implements AutoCloseable
         {
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot create record log " + file + ": " + ex, ex);
         }
+    }
+
+    /**
+     * Refuses a log its file system has no room for, before a byte is written. Written until the disk was full, a
+     * --log-size typed with a digit too many (500g for 50g) took the file system's last byte, for every other
+     * service of the host too, and a minute to fail. Besides the log, min(1 GiB, 5% of the file system) must stay
+     * free.
+     */
+    static void checkRoom(final Path file, final long length) throws IOException
+    {
+        final FileStore store = Files.getFileStore(file.toAbsolutePath().getParent());
+        final long usable = store.getUsableSpace();
+        final long keep = Math.min(1L << 30, store.getTotalSpace() / 20);
+        if (usable - keep < length)
+        {
+            final long room = usable - keep - FILE_HEADER_LENGTH;
+            // The largest capacity that fits and is valid: whole GiB, or a power of two below one.
+            final String largest = room >= 1L << 30 ? (room >> 30) + "g" :
+                room >= 1L << 20 ? (Long.highestOneBit(room >> 20)) + "m" : null;
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "record log " + file + " needs " + gib(length) +
+                ", and its file system has " + gib(usable) + " free, of which " + gib(keep) + " stays free for " +
+                "the rest of the host: " + (largest != null ? "choose --log-size " + largest + " or less, or " :
+                "") + "free space in " + file.toAbsolutePath().getParent());
+        }
+    }
+
+    private static String gib(final long bytes)
+    {
+        return String.format(Locale.ROOT, "%.1f GiB", bytes / (double)(1L << 30));
     }
 
     /**

@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
+import java.util.stream.Stream;
 import java.util.zip.CRC32C;
 
 import org.junit.jupiter.api.Test;
@@ -24,6 +25,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
 
 import static io.blockmover.replication.log.RecordLogDescriptor.FILE_HEADER_LENGTH;
 import static io.blockmover.replication.log.RecordLogDescriptor.RECORD_HEADER_LENGTH;
@@ -776,6 +778,31 @@ class RecordLogTest
                 assertEquals(capacity, call[1]);
                 previous = call[0];
             }
+        }
+    }
+
+    /**
+     * A log bigger than its file system's free space is refused before a byte is written: it used to be written
+     * until the disk was full (the whole file system, for every service of the host) and fail a minute later.
+     */
+    @Test
+    void shouldRefuseALogItsFileSystemHasNoRoomFor() throws IOException
+    {
+        final Path file = dir.resolve("huge.log");
+        final long free = Files.getFileStore(dir).getUsableSpace();
+        final long capacity = ((free >> 30) + 2) << 30; // whole GiB, a valid geometry, 1-2 GiB more than is free
+
+        final long startNs = System.nanoTime();
+        final BlockmoverException ex = assertThrows(BlockmoverException.class,
+            () -> RecordLog.prepare(file, capacity, MAX_RECORD_LENGTH));
+
+        assertEquals(ErrorCode.BAD_REQUEST, ex.code());
+        assertTrue(ex.getMessage().contains("stays free for the rest of the host: choose --log-size "),
+            ex.getMessage());
+        assertTrue(System.nanoTime() - startNs < TimeUnit.SECONDS.toNanos(5), "refused before writing");
+        try (Stream<Path> left = Files.list(dir))
+        {
+            assertEquals(List.of(), left.toList(), "nothing written");
         }
     }
 
