@@ -408,7 +408,10 @@ final class GroupCommand implements Callable<Integer>
      * blockmover group resume.
      */
     @Command(name = "resume", mixinStandardHelpOptions = true,
-        description = "Resume replicating a suspended group: reconnect and send what changed meanwhile.")
+        description = {"Resume replicating a suspended group: reconnect and send what changed meanwhile.",
+            "",
+            "A source group that could not open when the daemon started (state 'failed': its volume gone, its",
+            "disk detached) is opened again, once what its error names is put right."})
     static final class Resume extends NamedAction
     {
         Resume()

@@ -100,7 +100,8 @@ final class DestinationGroupHandle
             for (int i = 0; i < volumes.length; i++)
             {
                 final GroupConfig.VolumePair pair = config.volumes.get(i);
-                volumes[i] = Volume.open(Path.of(pair.target), true);
+                volumes[i] = SourceGroupHandle.openVolume(pair.target, "and the group opens again when " +
+                    config.peer + ", its source, next connects");
                 checkSize(pair, volumes[i]);
             }
             if (TestMount.removeLeftover(store.dir(config.name)))

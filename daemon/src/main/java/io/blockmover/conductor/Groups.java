@@ -575,9 +575,35 @@ final class Groups implements AutoCloseable
         }
         else
         {
+            if (handle.group() == null && !handle.isPending())
+            {
+                reopen(handle);
+            }
             handle.resume();
         }
         return handle.status();
+    }
+
+    /**
+     * A source group that could not open at start (its volume gone, its disk detached) tries again: the operator
+     * has put things right and says so with 'group resume'. Without this, only a restart of the daemon, and of
+     * every other group's replication with it, brought it back.
+     */
+    private void reopen(final SourceGroupHandle handle)
+    {
+        final String name = handle.config.name;
+        try
+        {
+            handle.open(false);
+        }
+        catch (final BlockmoverException ex)
+        {
+            handle.failed(ex.getMessage());
+            throw new BlockmoverException(ex.code(), "group " + name + " still cannot open: " + ex.getMessage());
+        }
+        handle.failed(null);
+        register(handle);
+        conductor.log("group " + name + " (source, " + handle.config.mode.label() + ") opened on resume");
     }
 
     private Map<String, Object> freeze(final String name, final boolean freeze)

@@ -812,6 +812,45 @@ class GroupIT
         GroupChecks.delete(testbed, name);
     }
 
+    /**
+     * A source group whose volume is gone when the daemon starts (renamed, its disk detached) fails alone, says
+     * what happened (not the advice for a new volume, "create it", which would be wrong for one holding the
+     * group's data), and opens again on 'group resume' once the volume is back. Only a restart of the daemon, and
+     * of every other group with it, brought it back before; resume answered "resumed" and did nothing.
+     */
+    @Test
+    void shouldOpenAGroupWhoseVolumeIsBackOnResume() throws Exception
+    {
+        final String name = "gone";
+        final Path[] sources = zeroFiles(name + "-src", 1);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        awaitReplicated(testbed, name, 60);
+        final Path moved = sources[0].resolveSibling(name + "-moved.img");
+        try
+        {
+            testbed.stop("site-a");
+            Files.move(sources[0], moved);
+            testbed.start("site-a");
+            final Map<String, Object> failed = testbed.group("site-a", name);
+            assertEquals("failed", state(failed), failed.toString());
+            assertEquals("volume " + sources[0] + " is gone (renamed? its disk detached?): put it back, then run " +
+                "'blockmover group resume gone'", failed.get("error"));
+            assertRefused(testbed.cli("site-a", "group", "resume", name), 4, "group gone still cannot open: volume " +
+                sources[0] + " is gone");
+        }
+        finally
+        {
+            Files.move(moved, sources[0]);
+        }
+        testbed.cli("site-a", "group", "resume", name).expect(0);
+        awaitReplicated(testbed, name, 60);
+        qemuIo(GroupChecks.uri(created, 0), "write -P 0x3d 1M 2M");
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        GroupChecks.delete(testbed, name);
+    }
+
     private static void assertRefused(final Run run, final int exitCode, final String mentioned)
     {
         assertEquals(exitCode, run.exitCode(), run.toString());
