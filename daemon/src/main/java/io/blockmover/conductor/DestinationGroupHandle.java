@@ -135,6 +135,8 @@ final class DestinationGroupHandle
         store.saveRun(config.name, false);
         applierRunner = conductor.newRunner(group, group.idleStrategy());
         AgentRunner.startOnThread(applierRunner);
+        // Open after all, when its source connected again once the volume was back: the error is history.
+        failure = null;
     }
 
     boolean isOpen()

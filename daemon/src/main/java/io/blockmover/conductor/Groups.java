@@ -601,7 +601,6 @@ final class Groups implements AutoCloseable
             handle.failed(ex.getMessage());
             throw new BlockmoverException(ex.code(), "group " + name + " still cannot open: " + ex.getMessage());
         }
-        handle.failed(null);
         register(handle);
         conductor.log("group " + name + " (source, " + handle.config.mode.label() + ") opened on resume");
     }

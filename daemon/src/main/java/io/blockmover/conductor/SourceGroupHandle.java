@@ -190,6 +190,7 @@ final class SourceGroupHandle
         // results that come back 32 regions at a time; nothing here needs a millisecond's reaction.
         resyncRunner = conductor.newRunner(resyncer, new BackoffIdleStrategy(20, 5, 10_000, 20_000_000));
         AgentRunner.startOnThread(resyncRunner);
+        failure = null; // Open after all ('group resume'): the error is history.
     }
 
     /**
@@ -309,7 +310,7 @@ final class SourceGroupHandle
     }
 
     /**
-     * @param message why the group could not open; null once it has.
+     * @param message why the group could not open.
      */
     void failed(final String message)
     {

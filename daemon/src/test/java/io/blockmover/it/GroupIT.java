@@ -845,8 +845,31 @@ class GroupIT
         }
         testbed.cli("site-a", "group", "resume", name).expect(0);
         awaitReplicated(testbed, name, 60);
+        assertNull(testbed.group("site-a", name).get("error"), "the error is history once open");
         qemuIo(GroupChecks.uri(created, 0), "write -P 0x3d 1M 2M");
         awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+
+        // On the destination, the group opens again when its source next connects, and its error goes too (it
+        // stayed in 'group status' beside 'receiving').
+        final Path movedTarget = destinations[0].resolveSibling(name + "-moved-dst.img");
+        try
+        {
+            testbed.stop("site-b");
+            Files.move(destinations[0], movedTarget);
+            testbed.start("site-b");
+            final Map<String, Object> failed = testbed.group("site-b", name);
+            assertEquals("failed", state(failed), failed.toString());
+            assertEquals("volume " + destinations[0] + " is gone (renamed? its disk detached?): put it back, and " +
+                "the group opens again when site-a, its source, next connects", failed.get("error"));
+        }
+        finally
+        {
+            Files.move(movedTarget, destinations[0]);
+        }
+        qemuIo(GroupChecks.uri(created, 0), "write -P 0x3e 5M 1M");
+        awaitReplicated(testbed, name, 90);
+        assertNull(testbed.group("site-b", name).get("error"), testbed.group("site-b", name).toString());
         GroupChecks.assertSameVolumes(sources, destinations, SIZE);
         GroupChecks.delete(testbed, name);
     }
