@@ -787,11 +787,7 @@ class GroupIT
     void shouldKeepADeletedDestinationDeletedUntilItsSourceCreatesTheGroupAgain() throws Exception
     {
         final String name = "undead";
-        final Path[] sources = zeroFiles(name + "-src", 1);
-        final Path[] destinations = zeroFiles(name + "-dst", 1);
-        GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
-        awaitReplicated(testbed, name, 60);
-
+        final ReplicatedGroup group = replicatedGroup(name);
         testbed.cli("site-b", "group", "delete", name).expect(0);
         Testbed.await("the source to hear that its partner deleted the group", 30, () ->
             String.valueOf(testbed.group("site-a", name).get("last_error")).contains("group undead was deleted on " +
@@ -803,7 +799,7 @@ class GroupIT
         assertTrue(testbed.groups("site-b").isEmpty(), "the deleted group came back: " + testbed.groups("site-b"));
 
         testbed.cli("site-a", "group", "delete", name).expect(0);
-        GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        GroupChecks.create(testbed, name, volumeOptions(group.sources(), group.destinations()));
         awaitReplicated(testbed, name, 60);
         // Other tests' groups, deleted in the usual order (source first), may be remembered there; not this one.
         final Path deleted = testbed.dir.resolve("site-b/state/deleted-groups.json");
@@ -822,18 +818,14 @@ class GroupIT
     void shouldOpenAGroupWhoseVolumeIsBackOnResume() throws Exception
     {
         final String name = "gone";
-        final Path[] sources = zeroFiles(name + "-src", 1);
-        final Path[] destinations = zeroFiles(name + "-dst", 1);
-        final Map<String, Object> created = GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
-        awaitReplicated(testbed, name, 60);
+        final ReplicatedGroup group = replicatedGroup(name);
+        final Path[] sources = group.sources();
+        final Path[] destinations = group.destinations();
+        final Map<String, Object> created = group.created();
         final Path moved = sources[0].resolveSibling(name + "-moved.img");
         try
         {
-            testbed.stop("site-a");
-            Files.move(sources[0], moved);
-            testbed.start("site-a");
-            final Map<String, Object> failed = testbed.group("site-a", name);
-            assertEquals("failed", state(failed), failed.toString());
+            final Map<String, Object> failed = restartWithout("site-a", name, sources[0], moved);
             assertEquals("volume " + sources[0] + " is gone (renamed? its disk detached?): put it back, then run " +
                 "'blockmover group resume gone'", failed.get("error"));
             assertRefused(testbed.cli("site-a", "group", "resume", name), 4, "group gone still cannot open: volume " +
@@ -855,11 +847,7 @@ class GroupIT
         final Path movedTarget = destinations[0].resolveSibling(name + "-moved-dst.img");
         try
         {
-            testbed.stop("site-b");
-            Files.move(destinations[0], movedTarget);
-            testbed.start("site-b");
-            final Map<String, Object> failed = testbed.group("site-b", name);
-            assertEquals("failed", state(failed), failed.toString());
+            final Map<String, Object> failed = restartWithout("site-b", name, destinations[0], movedTarget);
             assertEquals("volume " + destinations[0] + " is gone (renamed? its disk detached?): put it back, and " +
                 "the group opens again when site-a, its source, next connects", failed.get("error"));
         }
@@ -872,6 +860,42 @@ class GroupIT
         assertNull(testbed.group("site-b", name).get("error"), testbed.group("site-b", name).toString());
         GroupChecks.assertSameVolumes(sources, destinations, SIZE);
         GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * Restarts a site with one of a group's volumes moved away, as a rename or a detached disk would leave it.
+     *
+     * @return the group's status there, which must be failed.
+     */
+    private static Map<String, Object> restartWithout(final String site, final String name, final Path volume,
+        final Path movedTo) throws IOException
+    {
+        testbed.stop(site);
+        Files.move(volume, movedTo);
+        testbed.start(site);
+        final Map<String, Object> status = testbed.group(site, name);
+        assertEquals("failed", state(status), status.toString());
+        return status;
+    }
+
+    /**
+     * A sync group of one zeroed volume, created and replicating.
+     *
+     * @param sources      its source volume.
+     * @param destinations its destination volume.
+     * @param created      what 'group create --json' printed.
+     */
+    private record ReplicatedGroup(Path[] sources, Path[] destinations, Map<String, Object> created)
+    {
+    }
+
+    private static ReplicatedGroup replicatedGroup(final String name) throws IOException
+    {
+        final Path[] sources = zeroFiles(name + "-src", 1);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        awaitReplicated(testbed, name, 60);
+        return new ReplicatedGroup(sources, destinations, created);
     }
 
     private static void assertRefused(final Run run, final int exitCode, final String mentioned)
