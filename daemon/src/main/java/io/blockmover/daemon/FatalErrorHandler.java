@@ -66,18 +66,15 @@ public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
      */
     static String hint(final Throwable throwable)
     {
-        Throwable t = throwable;
-        for (int depth = 0; t != null && depth < MAX_CAUSES; depth++, t = t.getCause())
+        final Throwable cause = firstCause(throwable, NoClassDefFoundError.class, OutOfMemoryError.class);
+        if (cause instanceof NoClassDefFoundError)
         {
-            if (t instanceof NoClassDefFoundError)
-            {
-                return ". A class no longer loads: the jar was replaced under the running daemon; restart it after " +
-                    "every upgrade (systemctl restart blockmoverd)";
-            }
-            if (t instanceof OutOfMemoryError)
-            {
-                return ". Give the JVM more memory (-Xmx in BLOCKMOVERD_JAVA_OPTS) if this recurs";
-            }
+            return ". A class no longer loads: the jar was replaced under the running daemon; restart it after " +
+                "every upgrade (systemctl restart blockmoverd)";
+        }
+        if (cause instanceof OutOfMemoryError)
+        {
+            return ". Give the JVM more memory (-Xmx in BLOCKMOVERD_JAVA_OPTS) if this recurs";
         }
         return "";
     }
@@ -87,14 +84,26 @@ public final class FatalErrorHandler implements Thread.UncaughtExceptionHandler
      */
     static boolean isFatal(final Throwable throwable)
     {
+        return firstCause(throwable, Error.class) != null;
+    }
+
+    /**
+     * @return the throwable or the first cause it wraps that is one of the kinds, up to {@link #MAX_CAUSES} deep;
+     * null when none is. No lambda: nothing may need loading while the handler runs.
+     */
+    private static Throwable firstCause(final Throwable throwable, final Class<?>... kinds)
+    {
         Throwable t = throwable;
         for (int depth = 0; t != null && depth < MAX_CAUSES; depth++, t = t.getCause())
         {
-            if (t instanceof Error)
+            for (final Class<?> kind : kinds)
             {
-                return true;
+                if (kind.isInstance(t))
+                {
+                    return t;
+                }
             }
         }
-        return false;
+        return null;
     }
 }
