@@ -153,10 +153,6 @@ public final class ControlClient implements AutoCloseable
                 channel.write(buffer);
             }
             final String line = reader.readLine();
-            if (timeout != null)
-            {
-                timeout.cancel(false);
-            }
             if (line == null)
             {
                 throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, timedOut.get() ? notAnswered(op, waitMs) :
@@ -174,12 +170,15 @@ public final class ControlClient implements AutoCloseable
         }
         catch (final IOException ex)
         {
+            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, timedOut.get() ? notAnswered(op, waitMs) :
+                unanswered(op, "dropped (" + ex.getMessage() + ")"));
+        }
+        finally
+        {
             if (timeout != null)
             {
                 timeout.cancel(false);
             }
-            throw new BlockmoverException(ErrorCode.DAEMON_NOT_RUNNING, timedOut.get() ? notAnswered(op, waitMs) :
-                unanswered(op, "dropped (" + ex.getMessage() + ")"));
         }
     }
 
