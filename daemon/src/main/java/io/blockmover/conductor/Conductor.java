@@ -842,28 +842,38 @@ public final class Conductor implements Agent, ControlServer.Handler
      */
     void checkVolumeFree(final Path path)
     {
-        VolumeHolder holder = groups.holderOf(path);
-        for (final CopyJob job : jobs.values())
-        {
-            if (holder == null && !job.state.isTerminal() && isSameVolume(path, job.source.toString()))
-            {
-                holder = new VolumeHolder("the source of copy job " + job.id,
-                    "wait for it, or 'blockmover cancel " + job.id + "'");
-            }
-        }
-        for (final InboundConnection connection : inbound)
-        {
-            if (holder == null && connection.isWriting(path))
-            {
-                holder = new VolumeHolder("the destination of copy job " + connection.jobId() + " from " +
-                    connection.peerName(), "wait for it, or cancel it there");
-            }
-        }
+        final VolumeHolder holder = holderOf(path);
         if (holder != null)
         {
             throw new BlockmoverException(ErrorCode.VOLUME_IN_USE, "volume " + path + " is already " + holder.what() +
                 ", and a volume serves one group or copy job at a time: " + holder.remedy());
         }
+    }
+
+    private VolumeHolder holderOf(final Path path)
+    {
+        final VolumeHolder group = groups.holderOf(path);
+        if (group != null)
+        {
+            return group;
+        }
+        for (final CopyJob job : jobs.values())
+        {
+            if (!job.state.isTerminal() && isSameVolume(path, job.source.toString()))
+            {
+                return new VolumeHolder("the source of copy job " + job.id, "wait for it, or 'blockmover cancel " +
+                    job.id + "'");
+            }
+        }
+        for (final InboundConnection connection : inbound)
+        {
+            if (connection.isWriting(path))
+            {
+                return new VolumeHolder("the destination of copy job " + connection.jobId() + " from " +
+                    connection.peerName(), "wait for it, or cancel it there");
+            }
+        }
+        return null;
     }
 
     /**

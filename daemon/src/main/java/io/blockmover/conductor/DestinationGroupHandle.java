@@ -100,7 +100,7 @@ final class DestinationGroupHandle
             for (int i = 0; i < volumes.length; i++)
             {
                 final GroupConfig.VolumePair pair = config.volumes.get(i);
-                volumes[i] = SourceGroupHandle.openVolume(pair.target, "and the group opens again when " +
+                volumes[i] = Groups.openVolume(pair.target, "and the group opens again when " +
                     config.peer + ", its source, next connects");
                 checkSize(pair, volumes[i]);
             }

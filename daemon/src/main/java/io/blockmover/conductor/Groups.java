@@ -485,6 +485,30 @@ final class Groups implements AutoCloseable
         return null;
     }
 
+    /**
+     * Opens one of an existing group's volumes. One that is gone was renamed, or its disk detached: the advice
+     * for a new volume (create it) would be wrong, and dangerous, for a volume that holds the group's data.
+     *
+     * @param path  the volume.
+     * @param after what brings the group back once the volume is.
+     */
+    static Volume openVolume(final String path, final String after)
+    {
+        try
+        {
+            return Volume.open(Path.of(path), true);
+        }
+        catch (final BlockmoverException ex)
+        {
+            if (ex.code() != ErrorCode.NOT_FOUND)
+            {
+                throw ex;
+            }
+            throw new BlockmoverException(ErrorCode.NOT_FOUND, "volume " + path + " is gone (renamed? its disk " +
+                "detached?): put it back, " + after, ex);
+        }
+    }
+
     private static long rpoTargetMs(final Map<String, Object> args)
     {
         final Object raw = args.get("rpo_target_ms");

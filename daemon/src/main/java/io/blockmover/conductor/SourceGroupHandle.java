@@ -117,7 +117,7 @@ final class SourceGroupHandle
             for (int i = 0; i < volumes.length; i++)
             {
                 final GroupConfig.VolumePair pair = config.volumes.get(i);
-                volumes[i] = openVolume(pair.source, "then run 'blockmover group resume " + config.name + "'");
+                volumes[i] = Groups.openVolume(pair.source, "then run 'blockmover group resume " + config.name + "'");
                 if (volumes[i].size() != pair.size)
                 {
                     throw new BlockmoverException(ErrorCode.INVALID_STATE, pair.source + " is now " +
@@ -191,30 +191,6 @@ final class SourceGroupHandle
         resyncRunner = conductor.newRunner(resyncer, new BackoffIdleStrategy(20, 5, 10_000, 20_000_000));
         AgentRunner.startOnThread(resyncRunner);
         failure = null; // Open after all ('group resume'): the error is history.
-    }
-
-    /**
-     * Opens one of an existing group's volumes. One that is gone was renamed, or its disk detached: the advice
-     * for a new volume (create it) would be wrong, and dangerous, for a volume that holds the group's data.
-     *
-     * @param path  the volume.
-     * @param after what brings the group back once the volume is.
-     */
-    static Volume openVolume(final String path, final String after)
-    {
-        try
-        {
-            return Volume.open(Path.of(path), true);
-        }
-        catch (final BlockmoverException ex)
-        {
-            if (ex.code() != ErrorCode.NOT_FOUND)
-            {
-                throw ex;
-            }
-            throw new BlockmoverException(ErrorCode.NOT_FOUND, "volume " + path + " is gone (renamed? its disk " +
-                "detached?): put it back, " + after, ex);
-        }
     }
 
     /**

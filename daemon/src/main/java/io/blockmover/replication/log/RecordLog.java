@@ -1737,7 +1737,7 @@ public final class RecordLog implements AutoCloseable
      * service of the host too, and a minute to fail. Besides the log, min(1 GiB, 5% of the file system) must stay
      * free.
      */
-    static void checkRoom(final Path file, final long length) throws IOException
+    private static void checkRoom(final Path file, final long length) throws IOException
     {
         final FileStore store = Files.getFileStore(file.toAbsolutePath().getParent());
         final long usable = store.getUsableSpace();
