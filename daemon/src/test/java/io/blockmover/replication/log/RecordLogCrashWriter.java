@@ -1,5 +1,6 @@
 package io.blockmover.replication.log;
 
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 
@@ -17,7 +18,7 @@ public final class RecordLogCrashWriter
     /**
      * @param args file, capacity, max record length, segment length.
      */
-    public static void main(final String[] args) throws InterruptedException
+    public static void main(final String[] args) throws IOException
     {
         final Path file = Path.of(args[0]);
         final long capacity = Long.parseLong(args[1]);
@@ -35,8 +36,12 @@ public final class RecordLogCrashWriter
             {
                 System.out.println("FULL");
                 System.out.flush();
-                // Not a wait for a condition: this child only idles until the test kills it with kill -9.
-                Thread.sleep(60_000);
+                // Idles until the test kills it with kill -9, or, should the test itself die first, until its end of
+                // this process's stdin closes: no fixed sleep, and no child left behind.
+                while (System.in.read() >= 0)
+                {
+                    continue;
+                }
                 return;
             }
             System.out.println(lsn);
