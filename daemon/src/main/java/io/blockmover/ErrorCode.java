@@ -28,7 +28,12 @@ public enum ErrorCode
     VERIFY_MISMATCH(1),
     CANCELLED(1),
     INTERNAL(1),
-    DAEMON_NOT_RUNNING(3);
+    DAEMON_NOT_RUNNING(3),
+    /**
+     * blockmoverd is starting and checks its groups' logs first (seconds to minutes for logs of many GiB): it
+     * answers every request so, with how far it is, until it serves them.
+     */
+    STARTING(3);
 
     private final int exitCode;
 

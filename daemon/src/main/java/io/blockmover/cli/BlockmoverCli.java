@@ -42,7 +42,8 @@ import io.blockmover.cnc.CncFile;
         "0:success (for copy: the job completed, and verified when --verify was given)",
         "1:the job failed, was cancelled, or verify found differences",
         "2:usage error (unknown command or option)",
-        "3:blockmoverd is not running or not reachable on its control socket",
+        "3:blockmoverd is not running, still starting (checking its groups' logs), or not reachable on its " +
+            "control socket",
         "4:the request was refused: bad input (missing volume, destination too small, volume in use, " +
             "misaligned size, unknown peer or job, invalid configuration on reload); nothing was changed",
         "5:the peer refused or could not be reached (wrong key, peer down, protocol error)"})

@@ -188,7 +188,7 @@ public final class ControlClient implements AutoCloseable
     private static String notAnswered(final String op, final long waitMs)
     {
         return "blockmoverd did not answer '" + op + "' within " + Format.duration(waitMs / 1000.0) + ": it is " +
-            "starting (checking its groups' logs takes a while when they hold many GiB), or stuck (a hung disk " +
+            "busy with a long step (checking a group's log of many GiB at a failover), or stuck (a hung disk " +
             "under its state directory?). Its log says which (journalctl -u blockmoverd); --timeout 0 waits " +
             "without limit" + (QUERIES.contains(op) ? "" : ". Whether '" + op + "' took effect is unknown: check " +
             "with 'blockmover status' once it answers");

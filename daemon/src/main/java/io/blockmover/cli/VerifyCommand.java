@@ -43,7 +43,8 @@ import io.blockmover.replication.verify.VerifyInterval;
     exitCodeList = {
         "0:both sides are identical (or every difference was repaired); --schedule: saved",
         "1:differences were found and not repaired, or the verify failed (link lost, read error)",
-        "3:blockmoverd is not running or not reachable on its control socket",
+        "3:blockmoverd is not running, still starting (checking its groups' logs), or not reachable on its " +
+            "control socket",
         "4:refused: no such group, the group is a destination here (run verify on its source), suspended,",
         "  or still in its initial sync",
         "5:the group is not linked to its partner, or a verify of it is already running"})

@@ -93,6 +93,8 @@ public final class Conductor implements Agent, ControlServer.Handler
     private final AtomicBoolean reloadRequested = new AtomicBoolean();
     private final ServiceNotifier notifier = ServiceNotifier.fromEnvironment();
     private long configLoadedMs = System.currentTimeMillis();
+    /** Set once the conductor's thread runs; until then start-up holds the control socket (see answerStarting). */
+    private volatile boolean running;
 
     /**
      * Opens every resource, in an order that fails before anything is half-started.
@@ -492,6 +494,41 @@ public final class Conductor implements Agent, ControlServer.Handler
     int maxFramePayload()
     {
         return Math.max(ctx.chunkLength(), io.blockmover.protocol.FrameDescriptor.MAX_CONTROL_PAYLOAD);
+    }
+
+    @Override
+    public void onStart()
+    {
+        running = true;
+    }
+
+    /**
+     * @return whether the daemon is still starting: the main thread opens every group (and checks its log) before
+     * the conductor's thread runs.
+     */
+    boolean isStarting()
+    {
+        return !running;
+    }
+
+    /**
+     * Answers every control request that arrived so far with STARTING and what start-up is doing, while it checks
+     * a group's log (minutes for tens of GiB on a slow disk). Left unanswered, a query would wait 30 s and give
+     * up saying only that the daemon may be starting, and a cluster manager's monitor would time out. Main thread,
+     * only while {@link #isStarting}: once the conductor runs, the control socket is its alone (a failover's log
+     * check runs inside its duty cycle, which answers when it ends).
+     *
+     * @param doing what start-up is doing, for the reply.
+     */
+    void answerStarting(final String doing)
+    {
+        if (running)
+        {
+            return;
+        }
+        control.poll((client, id, op, args) -> client.error(id, ErrorCode.STARTING, "blockmoverd is starting " +
+            "and answers requests once it has checked every group's log: " + doing + ". Try again then; " +
+            "'systemctl status blockmoverd' shows how far it is"));
     }
 
     @Override

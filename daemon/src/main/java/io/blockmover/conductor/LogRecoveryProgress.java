@@ -14,6 +14,7 @@ import io.blockmover.systemd.ServiceNotifier;
  * ends. Without word of its progress, systemd would kill a start that outlasts TimeoutStartSec= (and the restart
  * would begin the scan again, for ever) or a failover that outlasts WatchdogSec=. So systemd hears of it through
  * {@link ServiceNotifier#progress}, and the daemon's log says what it waits for once the scan has taken a while.
+ * At start-up, control requests get an answer too: STARTING, with how far the scan is.
  */
 final class LogRecoveryProgress implements RecordLog.RecoveryProgress
 {
@@ -41,6 +42,10 @@ final class LogRecoveryProgress implements RecordLog.RecoveryProgress
     @Override
     public void onProgress(final long checkedBytes, final long capacity)
     {
+        if (conductor.isStarting())
+        {
+            conductor.answerStarting(describe(checkedBytes, capacity));
+        }
         final long nowNs = clock.nanoTime();
         if (notifier.isProgressDue(nowNs))
         {

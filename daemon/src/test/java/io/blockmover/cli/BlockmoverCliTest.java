@@ -317,10 +317,11 @@ class BlockmoverCliTest
     }
 
     /**
-     * A daemon that holds the connection and does not answer (starting, with a long check of its groups' logs, or
-     * stuck on a hung disk) kept every command waiting for ever, a monitoring check from cron included. A query now
-     * gives up after its timeout (--timeout, before or after the command) with exit status 3 and says why; a
-     * request that changes something says its outcome is unknown; --timeout 0 waits as long as it takes.
+     * A daemon that holds the connection and does not answer (busy with a long check of a group's log at a
+     * failover, or stuck on a hung disk) kept every command waiting for ever, a monitoring check from cron
+     * included. A query now gives up after its timeout (--timeout, before or after the command) with exit status 3
+     * and says why; a request that changes something says its outcome is unknown; --timeout 0 waits as long as it
+     * takes.
      */
     @Test
     void shouldGiveUpOnADaemonThatDoesNotAnswerInTime() throws Exception
@@ -355,7 +356,7 @@ class BlockmoverCliTest
             assertEquals(3, BlockmoverCli.run("--timeout", "1s", "status", "--socket", socket.toString()), stderr());
             assertTrue(System.nanoTime() - startNs < TimeUnit.SECONDS.toNanos(20), "it gave up in time");
             assertTrue(stderr().startsWith("blockmover: blockmoverd did not answer 'status' within 1s: it is " +
-                "starting"), stderr());
+                "busy"), stderr());
             assertTrue(stderr().contains("--timeout 0 waits without limit"), stderr());
             assertFalse(stderr().contains("took effect"), "a query changes nothing: " + stderr());
             err.reset();
@@ -383,6 +384,32 @@ class BlockmoverCliTest
      * with the handler, then runs the tick (replies the handler left for later). {@link #close} stops the thread,
      * checks that it ended without an error and that the socket file is gone.
      */
+    /**
+     * A daemon still checking its groups' logs at start answers STARTING with how far it is: the command says so
+     * and exits 3, as for a daemon that is not running yet, and --json gives the code for scripts.
+     */
+    @Test
+    void shouldSayTheDaemonIsStartingAndExitAsNotRunningYet() throws Exception
+    {
+        final Path socket = dir.resolve("control.sock");
+        final String starting = "blockmoverd is starting and answers requests once it has checked every group's " +
+            "log: group g: checking the records its log holds, 512 MiB so far (at most 8192 MiB)";
+        final ServedSocket served = new ServedSocket(socket,
+            (client, id, op, args) -> client.error(id, ErrorCode.STARTING, starting), () -> { });
+        try
+        {
+            assertEquals(3, BlockmoverCli.run("status", "--socket", socket.toString()), stderr());
+            assertEquals("blockmover: " + starting + "\n", stderr());
+            err.reset();
+            assertEquals(3, BlockmoverCli.run("group", "status", "--json", "--socket", socket.toString()), stderr());
+            assertTrue(out.toString().contains("\"code\":\"STARTING\""), out.toString());
+        }
+        finally
+        {
+            served.close();
+        }
+    }
+
     private static final class ServedSocket
     {
         private final Path socket;

@@ -2,8 +2,11 @@ package io.blockmover.it;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.jr.ob.JSON;
 import org.junit.jupiter.api.AfterAll;
@@ -14,6 +17,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
 
+import io.blockmover.BlockmoverException;
+import io.blockmover.ErrorCode;
+
 import static io.blockmover.it.GroupChecks.awaitReplicated;
 import static io.blockmover.it.GroupChecks.number;
 import static io.blockmover.it.GroupChecks.state;
@@ -21,6 +27,7 @@ import static io.blockmover.it.Volumes.MIB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -29,8 +36,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * owns sends READY=1, STATUS= with its group's state, WATCHDOG=1 (WATCHDOG_USEC set) and STOPPING=1 on SIGTERM;
  * SIGHUP and {@code blockmover reload} apply a changed valid file while the group keeps its session, and refuse an
  * invalid one, listing every problem, with the daemon running on its old configuration; a long check of a group's
- * log at start extends the start timeout. One testbed (site-a with the notify socket, site-b its partner) serves
- * every test, in order.
+ * log at start extends the start timeout, and requests meanwhile are answered STARTING. One testbed (site-a with
+ * the notify socket, site-b its partner) serves every test, in order.
  */
 @Timeout(180)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -182,31 +189,45 @@ class SystemdIT
      * A group whose log holds records at start is checked before READY=1. For a full log of tens of GiB on a slow
      * disk that takes minutes, longer than TimeoutStartSec=: systemd would kill the start and restart it into the
      * same scan, for ever. While the scan progresses, the daemon says so in STATUS=, asks systemd to extend the
-     * start timeout and pets the watchdog. Here an async group's log holds 12 MiB its stopped partner never got.
+     * start timeout and pets the watchdog, and answers control requests with STARTING and how far it is (they
+     * used to wait unanswered until READY). Here an async group's log holds 192 MiB its stopped partner never got:
+     * a 12 MiB range written 16 times, long enough a scan to ask something while it runs.
      */
     @Test
     @Order(6)
-    void shouldExtendTheStartTimeoutWhileALogIsChecked() throws Exception
+    void shouldExtendTheStartTimeoutAndAnswerRequestsWhileALogIsChecked() throws Exception
     {
         startAsService();
         notify.await("READY=1", 30_000, (m) -> m.contains("READY=1"));
         final Path source = Volumes.random(testbed.dir.resolve("slow-source.img"), 16 * MIB, 6);
         final Path destination = Volumes.zeros(testbed.dir.resolve("slow-destination.img"), 16 * MIB);
         final Map<String, Object> created = GroupChecks.create(testbed, "slow", "--mode", "async", "--log-size",
-            "64m", "--volume", source + "=" + destination);
+            "256m", "--volume", source + "=" + destination);
         awaitReplicated(testbed, "slow", 60);
         testbed.stop("site-b");
-        final Run write = Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0),
-            "-c", "write -P 0x3c 2M 12M", "-c", "flush")).expect(0);
+        final List<String> writes = new ArrayList<>(List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0)));
+        for (int i = 0; i < 16; i++)
+        {
+            writes.addAll(List.of("-c", "write -P " + (0x30 + i) + " 2M 12M"));
+        }
+        writes.addAll(List.of("-c", "flush"));
+        final Run write = Run.of(120, writes).expect(0);
         assertFalse((write.stdout() + write.stderr()).contains("failed"), write.toString());
         testbed.stop("site-a");
 
-        startAsService();
+        final CompletableFuture<Void> started = CompletableFuture.runAsync(SystemdIT::startAsService);
         final String checking = notify.await("STATUS= while the log is checked", 30_000,
             (m) -> m.contains("STATUS=group slow: checking the records its log holds"));
+        final BlockmoverException starting = assertThrows(BlockmoverException.class,
+            () -> testbed.call("site-a", "ping", Map.of()), "a request while the log is checked");
+        assertEquals(ErrorCode.STARTING, starting.code(), starting.getMessage());
+        assertTrue(starting.getMessage().contains("blockmoverd is starting and answers requests once it has " +
+            "checked every group's log: group slow: checking the records its log holds"), starting.getMessage());
         assertTrue(checking.contains("\nEXTEND_TIMEOUT_USEC=30000000"), checking);
         assertTrue(checking.contains("\nWATCHDOG=1"), checking);
+        started.get(120, TimeUnit.SECONDS);
         notify.await("READY=1 after the check", 30_000, (m) -> m.contains("READY=1"));
+        assertEquals("site-a", ((Map<?, ?>)testbed.call("site-a", "ping", Map.of())).get("node"));
 
         // Nothing the log held was lost: once its partner is back, the group ships it.
         testbed.start("site-b");
