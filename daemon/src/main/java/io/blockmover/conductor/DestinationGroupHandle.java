@@ -85,9 +85,8 @@ final class DestinationGroupHandle
     {
         if (volume.size() < pair.size)
         {
-            throw new BlockmoverException(ErrorCode.VOLUME_TOO_SMALL, "destination " + pair.target + " on " +
-                conductor.ctx().nodeName() + " is " + volume.size() + " bytes, the source is " + pair.size +
-                ": grow the destination or choose a larger one");
+            throw new BlockmoverException(ErrorCode.VOLUME_TOO_SMALL, volume.tooSmallFor("destination " +
+                pair.target + " on " + conductor.ctx().nodeName(), pair.size));
         }
     }
 

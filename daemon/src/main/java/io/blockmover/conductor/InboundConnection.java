@@ -251,8 +251,8 @@ final class InboundConnection
         }
         if (volume.size() < size)
         {
-            refuse(ErrorCode.VOLUME_TOO_SMALL, "destination " + target + " on " + conductor.ctx().nodeName() + " is " +
-                volume.size() + " bytes, the source is " + size + ": grow the destination or choose a larger one");
+            refuse(ErrorCode.VOLUME_TOO_SMALL, volume.tooSmallFor("destination " + target + " on " +
+                conductor.ctx().nodeName(), size));
         }
         slotBase = conductor.slab().lease(conductor.ctx().sessionSlots());
         if (slotBase < 0)

@@ -320,6 +320,22 @@ public final class Volume implements AutoCloseable
     }
 
     /**
+     * Why this volume cannot take a source of {@code needed} bytes, for a VOLUME_TOO_SMALL refusal: both sizes
+     * readable and exact (a volume must be grown to the byte), and how to grow this kind of volume.
+     *
+     * @param what   how the message names it, e.g. "destination /srv/d.img on site-b".
+     * @param needed the source's size in bytes, more than {@link #size()}.
+     * @return the message.
+     */
+    public String tooSmallFor(final String what, final long needed)
+    {
+        return what + " is " + io.blockmover.cli.Format.bytes(size) + " (" + size + " bytes), the source is " +
+            io.blockmover.cli.Format.bytes(needed) + " (" + needed + " bytes): " + (blockDevice ?
+            "grow the device to at least that (lvextend -L " + needed + "b " + path + " for an LV)" :
+            "grow the file with 'truncate -s " + needed + " " + path + "'") + ", or choose a larger one";
+    }
+
+    /**
      * Reads {@code length} bytes at {@code position} into {@code dst} from its position 0. The buffer must be
      * aligned to {@link Slab#ALIGNMENT}; position must be too; length may have a sub-4096 tail only when it ends
      * the volume. Allocates nothing.

@@ -61,7 +61,9 @@ class BadInputIT
         final Run run = copy(source, "site-b:" + target);
 
         run.expect(4);
-        assertTrue(run.stderr().contains("is 4194304 bytes, the source is 8388608"), run.stderr());
+        assertTrue(run.stderr().contains("small.img on site-b is 4.0 MiB (4194304 bytes), the source is 8.0 MiB " +
+            "(8388608 bytes): grow the file with 'truncate -s 8388608 " + target + "', or choose a larger one"),
+            run.stderr());
         assertNull(Volumes.firstDifference(pristine, target, 4L * MIB));
         assertEquals(0, testbed.counter("site-b", "chunks received"));
     }

@@ -740,6 +740,15 @@ class GroupIT
         final Path odd = Volumes.zeros(testbed.dir.resolve("bad-odd.img"), SIZE + 512);
         assertRefused(testbed.cli("site-a", "group", "create", "g5", "--peer", "site-b", "--volume",
             odd + "=" + destination), 4, "4096");
+        // A destination too small names both sizes, exactly, and how to grow it.
+        final Path small = Volumes.zeros(testbed.dir.resolve("bad-small.img"), SIZE / 2);
+        final Run tooSmall = testbed.cli("site-a", "group", "create", "g7", "--peer", "site-b", "--volume",
+            source + "=" + small);
+        assertTrue(tooSmall.exitCode() == 4 || tooSmall.exitCode() == 5, tooSmall.toString());
+        assertTrue(tooSmall.stderr().contains("destination " + small + " on site-b is " + (SIZE / 2 >> 20) +
+            ".0 MiB (" + SIZE / 2 + " bytes), the source is " + (SIZE >> 20) + ".0 MiB (" + SIZE + " bytes): grow " +
+            "the file with 'truncate -s " + SIZE + " " + small + "', or choose a larger one"), tooSmall.stderr());
+        assertEquals(SIZE / 2, Files.size(small));
         assertNoGroups();
         assertThrows(IOException.class, () -> NbdClient.connect(testbed.nbdSocket("site-a"),
             "g3/" + source.getFileName()).close(), "a refused group's export is still served");
