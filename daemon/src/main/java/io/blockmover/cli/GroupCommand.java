@@ -164,7 +164,7 @@ final class GroupCommand implements Callable<Integer>
                 }
             }
             final Map<String, Object> status;
-            try (CreateProgress progress = CreateProgress.start(socket(), name, System.err, json))
+            try (GroupProgress progress = GroupProgress.create(socket(), name, System.err, json))
             {
                 status = (Map<String, Object>)call("group-create", args);
                 progress.succeeded();
@@ -431,6 +431,10 @@ final class GroupCommand implements Callable<Integer>
             "partner holds every write durably and has applied it, then the partner becomes the source (its",
             "volumes are exported there) and this host its destination. Refused during the initial sync or while",
             "the partner is unreachable. Stop the applications first: their writes fail during the switch.",
+            "What the partner lacks ('not yet on partner' in group status) is sent first, for as long as that",
+            "takes, with a progress line after the first second; the switch gives up, and writes are accepted",
+            "again, only when nothing moves for 30 s (six connect.timeout). Over a slow link, let a large",
+            "backlog drain before stopping the applications.",
             "",
             "On the destination without --force, while it receives from the source: asks the source for the",
             "same planned switch over the peer link, and returns once this host is the source.",
@@ -457,8 +461,13 @@ final class GroupCommand implements Callable<Integer>
         @SuppressWarnings("unchecked")
         public Integer call()
         {
-            final Map<String, Object> status = (Map<String, Object>)call("group-switch",
-                Map.of("name", name, "force", force, "allow_inconsistent", allowInconsistent));
+            final Map<String, Object> status;
+            try (GroupProgress progress = GroupProgress.switchOver(socket(), name, System.err, json || force))
+            {
+                status = (Map<String, Object>)call("group-switch",
+                    Map.of("name", name, "force", force, "allow_inconsistent", allowInconsistent));
+                progress.succeeded();
+            }
             if (json)
             {
                 printJson(status);

@@ -177,6 +177,11 @@ final class DestinationGroupHandle
         return group.log().tailLsn();
     }
 
+    long appliedLsn()
+    {
+        return group.appliedLsn();
+    }
+
     /**
      * Ends a previous session still running (its source reconnected before this side saw it go) and forces the
      * log, for the OPENED answer: the source counts every record held here as durable (it releases its own log by

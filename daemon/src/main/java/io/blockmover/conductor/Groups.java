@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -33,6 +34,9 @@ import io.blockmover.transport.FrameConnection;
  */
 final class Groups implements AutoCloseable
 {
+    /** How far a destination asked to switch has applied its log, in its BUSY refusal: "applied LSN N of M". */
+    static final Pattern APPLIED = Pattern.compile("applied LSN (\\d+) of \\d+");
+
     private final Conductor conductor;
     private final GroupStore store;
     private final ExportRegistry exports = new ExportRegistry();
@@ -181,7 +185,7 @@ final class Groups implements AutoCloseable
         for (int i = switchRequests.size() - 1; i >= 0; i--)
         {
             final SwitchRequest request = switchRequests.get(i);
-            if (request.doWork(nowNs, sources.containsKey(request.name())))
+            if (request.doWork(nowNs, sources.containsKey(request.name()), destinations.get(request.name())))
             {
                 switchRequests.remove(i);
                 work++;
@@ -1086,7 +1090,8 @@ final class Groups implements AutoCloseable
         }
         if (!destination.isApplied())
         {
-            throw new BlockmoverException(ErrorCode.BUSY, "still applying the log");
+            throw new BlockmoverException(ErrorCode.BUSY, "still applying the log: applied LSN " +
+                destination.appliedLsn() + " of " + destination.heldLsn());
         }
         final List<GroupConfig.VolumePair> pairs = new ArrayList<>();
         for (final Object o : (List<Object>)open.get("volumes"))

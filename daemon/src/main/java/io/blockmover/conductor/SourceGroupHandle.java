@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 
 import org.agrona.CloseHelper;
@@ -86,7 +87,15 @@ final class SourceGroupHandle
     /** A switch is running; its client is null when the destination asked for it (it learns the outcome itself). */
     private boolean switching;
     private Object switchId;
+    /**
+     * When a switch gives up unless it progresses: the drain moves (the partner acknowledges more, fewer regions
+     * are dirty) or the partner applies more of its log, each pushing it {@link #switchStallNs} ahead. A backlog
+     * that takes minutes to drain over a slow link is waited for; a partner that stops answering or applying is not.
+     */
     private long switchDeadlineNs;
+    private long switchAckedLsn;
+    private long switchDirtyRegions;
+    private long switchAppliedLsn;
     private long switchRetryNs;
     private PeerDialer switchDialer;
     private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
@@ -603,21 +612,50 @@ final class SourceGroupHandle
         switchClient = client;
         switching = true;
         switchId = id;
-        switchDeadlineNs = nowNs + conductor.ctx().connectTimeoutNs() * 6;
+        switchDeadlineNs = nowNs + switchStallNs();
+        switchAckedLsn = group.ackedLsn();
+        switchDirtyRegions = group.dirtyRegions();
+        switchAppliedLsn = -1;
         conductor.log("group " + config.name + ": switching roles with " + config.peer + ", writes refused while " +
-            "it drains");
+            "it drains (" + io.blockmover.cli.Format.bytes(group.rpoBytes()) + " not yet on " + config.peer + ")");
+    }
+
+    /**
+     * @return how long a switch waits without progress before it gives up: six connect timeouts, 30 s by default.
+     */
+    private long switchStallNs()
+    {
+        return conductor.ctx().connectTimeoutNs() * 6;
+    }
+
+    /**
+     * Pushes the switch's deadline ahead when the drain moved since the last look.
+     */
+    private void switchProgressed(final long nowNs)
+    {
+        final long acked = group.ackedLsn();
+        final long dirty = group.dirtyRegions();
+        if (acked > switchAckedLsn || dirty < switchDirtyRegions)
+        {
+            switchAckedLsn = acked;
+            switchDirtyRegions = dirty;
+            switchDeadlineNs = nowNs + switchStallNs();
+        }
     }
 
     private int doSwitch(final long nowNs)
     {
         if (nowNs > switchDeadlineNs)
         {
-            abortSwitch(ErrorCode.PEER_UNREACHABLE, "the switch did not complete in time (" +
-                (switchDialer == null ? "the partner did not catch up" : "the partner did not answer") + ")");
+            abortSwitch(ErrorCode.PEER_UNREACHABLE, "the switch made no progress for " +
+                TimeUnit.NANOSECONDS.toSeconds(switchStallNs()) + " s (" + (switchDialer == null ? config.peer +
+                " acknowledged nothing more, " + io.blockmover.cli.Format.bytes(group.rpoBytes()) + " still to send" :
+                config.peer + " did not answer, or applied nothing more of its log") + ")");
             return 1;
         }
         if (switchDialer == null)
         {
+            switchProgressed(nowNs);
             if (shipper == null || !shipper.status().isRunning())
             {
                 abortSwitch(ErrorCode.PEER_UNREACHABLE, "the link to " + config.peer + " broke while draining");
@@ -685,7 +723,14 @@ final class SourceGroupHandle
             switchDialer.close();
             if (ex.code() == ErrorCode.BUSY)
             {
-                // The partner is still applying its log: ask again shortly.
+                // The partner is still applying its log: ask again shortly, and wait on while it gets on with it.
+                final Matcher applied = Groups.APPLIED.matcher(ex.getMessage());
+                final long appliedLsn = applied.find() ? Long.parseLong(applied.group(1)) : -1;
+                if (appliedLsn > switchAppliedLsn)
+                {
+                    switchAppliedLsn = appliedLsn;
+                    switchDeadlineNs = nowNs + switchStallNs();
+                }
                 switchRetryNs = nowNs + 200_000_000L;
                 return 1;
             }

@@ -3,6 +3,7 @@ package io.blockmover.conductor;
 import java.io.IOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -22,7 +23,9 @@ final class SwitchRequest
     private final String peer;
     private final ControlServer.Client client;
     private final Object id;
-    private final long deadlineNs;
+    /** Pushed ahead whenever this destination receives or applies more: the source's drain is moving. */
+    private long deadlineNs;
+    private long lastProgress = -1;
     private PeerDialer dialer;
     private boolean accepted;
 
@@ -34,9 +37,7 @@ final class SwitchRequest
         this.peer = peer;
         this.client = client;
         this.id = id;
-        // The source gives its own switch six connect time-outs to drain and hand over; wait a little longer, so
-        // that its answer (success or abandon) is what decides.
-        this.deadlineNs = nowNs + conductor.ctx().connectTimeoutNs() * 8;
+        this.deadlineNs = nowNs + stallNs();
         final Map<String, Object> open = new LinkedHashMap<>();
         open.put("group", name);
         open.put("switch_request", true);
@@ -55,11 +56,21 @@ final class SwitchRequest
     }
 
     /**
-     * @param nowNs conductor time.
+     * The source gives up its switch after six connect time-outs without progress; this side waits a little
+     * longer, so that the source's outcome (success or abandon) is what decides.
+     */
+    private long stallNs()
+    {
+        return conductor.ctx().connectTimeoutNs() * 8;
+    }
+
+    /**
+     * @param nowNs        conductor time.
      * @param isSourceHere whether this host's group has become the source.
+     * @param destination  this host's side of the group while it is the destination, else null.
      * @return whether the request is over (answered).
      */
-    boolean doWork(final long nowNs, final boolean isSourceHere)
+    boolean doWork(final long nowNs, final boolean isSourceHere, final DestinationGroupHandle destination)
     {
         if (accepted)
         {
@@ -68,9 +79,18 @@ final class SwitchRequest
                 client.reply(id, conductor.groups().statusOf(name));
                 return true;
             }
+            // The source drains its backlog to us before it hands over, for as long as that takes over the link.
+            final long progress = destination != null && destination.isOpen() ?
+                destination.heldLsn() + destination.appliedLsn() : -1;
+            if (progress > lastProgress)
+            {
+                lastProgress = progress;
+                deadlineNs = nowNs + stallNs();
+            }
             if (nowNs > deadlineNs)
             {
-                fail(ErrorCode.PEER_UNREACHABLE, peer + " accepted the switch but did not complete it in time: see " +
+                fail(ErrorCode.PEER_UNREACHABLE, peer + " accepted the switch, then this host received and " +
+                    "applied nothing more for " + TimeUnit.NANOSECONDS.toSeconds(stallNs()) + " s: see " +
                     "'blockmover group status " + name + "' on both hosts");
                 return true;
             }

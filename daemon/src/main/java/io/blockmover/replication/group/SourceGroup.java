@@ -1490,7 +1490,7 @@ public final class SourceGroup implements AutoCloseable
     /**
      * @return bytes the destination may not hold durably: the log not yet released plus dirty regions.
      */
-    long rpoBytes()
+    public long rpoBytes()
     {
         long n = log.usedBytes();
         for (int i = 0; i < bitmaps.length; i++)

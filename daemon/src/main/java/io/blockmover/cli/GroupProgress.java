@@ -1,0 +1,254 @@
+package io.blockmover.cli;
+
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+import io.blockmover.BlockmoverException;
+
+/**
+ * What a group command shows while its request waits: a thread of the CLI asks the daemon for the group's status
+ * on a second connection, twice a second once the first second has passed, and draws how far the wait is. A
+ * request answered within the first second draws nothing. Nothing when quiet (--json); on a terminal the line is
+ * redrawn, otherwise a line every two seconds.
+ * <ul>
+ * <li>{@link #create}: the group's record log is written whole on each host before the partner accepts it (a second
+ * or more per GiB, twice): how far the log being written is, and on which host.</li>
+ * <li>{@link #switchOver}: a planned switch refuses writes and drains what the partner does not hold yet (minutes
+ * for gigabytes of backlog over a slow link) before the partner takes over: how much is left to send.</li>
+ * </ul>
+ */
+abstract class GroupProgress implements AutoCloseable
+{
+    private static final long FIRST_POLL_NS = TimeUnit.SECONDS.toNanos(1);
+    private static final long POLL_INTERVAL_NS = TimeUnit.MILLISECONDS.toNanos(500);
+
+    private final Path socket;
+    private final String group;
+    private final Thread thread;
+    private final PrintStream out;
+    private volatile boolean running = true;
+    private ProgressLine line;
+    private long total;
+
+    private GroupProgress(final Path socket, final String group, final PrintStream out)
+    {
+        this.socket = socket;
+        this.group = group;
+        this.out = out;
+        this.thread = new Thread(this::run, "group-progress");
+        thread.setDaemon(true);
+    }
+
+    /**
+     * @param socket the daemon's control socket.
+     * @param group  the group being created.
+     * @param out    where the line goes.
+     * @param quiet  show nothing (--json).
+     * @return the running progress of writing the group's logs, to close once the create is answered.
+     */
+    static GroupProgress create(final Path socket, final String group, final PrintStream out, final boolean quiet)
+    {
+        return new LogWritten(socket, group, out).start(quiet);
+    }
+
+    /**
+     * @param socket the daemon's control socket.
+     * @param group  the group being switched.
+     * @param out    where the line goes.
+     * @param quiet  show nothing (--json).
+     * @return the running progress of the drain before the hand-over, to close once the switch is answered.
+     */
+    static GroupProgress switchOver(final Path socket, final String group, final PrintStream out,
+        final boolean quiet)
+    {
+        return new Drained(socket, group, out).start(quiet);
+    }
+
+    final GroupProgress start(final boolean quiet)
+    {
+        if (!quiet)
+        {
+            thread.start();
+        }
+        return this;
+    }
+
+    private void run()
+    {
+        LockSupport.parkNanos(FIRST_POLL_NS);
+        if (!running)
+        {
+            return;
+        }
+        try (ControlClient client = ControlClient.connect(socket))
+        {
+            while (running)
+            {
+                final Object status = client.call("group-status", Map.of("name", group));
+                if (status instanceof Map<?, ?> map && running)
+                {
+                    show(map);
+                }
+                LockSupport.parkNanos(POLL_INTERVAL_NS);
+            }
+        }
+        catch (final BlockmoverException ex)
+        {
+            // The command's own request says what went wrong; the progress line only stops.
+        }
+    }
+
+    /**
+     * Draws what one status says, through {@link #draw}.
+     */
+    abstract void show(Map<?, ?> status);
+
+    /**
+     * @return what the line says after the figures, e.g. "writing the group's log on site-b".
+     */
+    abstract String doing();
+
+    /**
+     * Starts a new line, from zero, with a rate of its own.
+     */
+    final void newLine()
+    {
+        if (line != null)
+        {
+            line.end();
+        }
+        line = new ProgressLine(out, false);
+    }
+
+    final void draw(final long done, final long size, final boolean finished)
+    {
+        total = size;
+        if (line == null || !line.update(done, finished))
+        {
+            return;
+        }
+        final double fraction = size == 0 ? 1 : (double)done / size;
+        line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s",
+            ProgressLine.bar(fraction), fraction * 100, Format.bytes(done), Format.bytes(size),
+            Format.rate(line.rate()), Format.duration(line.secondsLeft(size - done)), doing()));
+    }
+
+    /**
+     * The request succeeded, so whatever was waited for is done: a line left short of the end is completed.
+     */
+    void succeeded()
+    {
+        running = false;
+        joinPoller();
+        if (line != null)
+        {
+            draw(total, total, true);
+        }
+    }
+
+    @Override
+    public void close()
+    {
+        running = false;
+        joinPoller();
+        if (line != null)
+        {
+            line.end();
+        }
+    }
+
+    private void joinPoller()
+    {
+        if (thread.isAlive())
+        {
+            thread.interrupt();
+            try
+            {
+                thread.join(TimeUnit.SECONDS.toMillis(2));
+            }
+            catch (final InterruptedException ex)
+            {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** group create: each host's log, one after the other, from the creating status's log_* fields. */
+    private static final class LogWritten extends GroupProgress
+    {
+        private String host;
+
+        LogWritten(final Path socket, final String group, final PrintStream out)
+        {
+            super(socket, group, out);
+        }
+
+        @Override
+        void show(final Map<?, ?> status)
+        {
+            if (!(status.get("log_written") instanceof Number written) ||
+                !(status.get("log_size") instanceof Number size))
+            {
+                return;
+            }
+            final String logHost = String.valueOf(status.get("log_host"));
+            if (!logHost.equals(host))
+            {
+                // The other host's log starts from zero.
+                newLine();
+                host = logHost;
+            }
+            draw(written.longValue(), size.longValue(), false);
+        }
+
+        @Override
+        String doing()
+        {
+            return "writing the group's log on " + host;
+        }
+    }
+
+    /**
+     * group switch on the source: what the partner does not hold yet (rpo_bytes, log and dirty regions) shrinks
+     * to nothing; the most seen is the whole. Then the partner applies the rest of its log and takes over.
+     */
+    private static final class Drained extends GroupProgress
+    {
+        private long most;
+        private long left;
+        private String peer;
+
+        Drained(final Path socket, final String group, final PrintStream out)
+        {
+            super(socket, group, out);
+        }
+
+        @Override
+        void show(final Map<?, ?> status)
+        {
+            if (!"source".equals(status.get("role")) || !(status.get("rpo_bytes") instanceof Number rpo))
+            {
+                return;
+            }
+            peer = String.valueOf(status.get("peer"));
+            left = rpo.longValue();
+            if (left > most)
+            {
+                most = left;
+                newLine();
+            }
+            draw(most - left, most, false);
+        }
+
+        @Override
+        String doing()
+        {
+            return left > 0 ? "sending to " + peer + " what it lacks, writes refused until the switch" :
+                peer + " applies its log and takes over";
+        }
+    }
+}

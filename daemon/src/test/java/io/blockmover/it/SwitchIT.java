@@ -1,0 +1,105 @@
+package io.blockmover.it;
+
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import static io.blockmover.it.GroupChecks.awaitReplicated;
+import static io.blockmover.it.GroupChecks.number;
+import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Planned switch-over between two real daemons, with a backlog that takes longer to drain than a switch waits
+ * without progress. connect.timeout=1s makes that window 6 s on the source (8 s for a switch the destination asked
+ * for), and the link is held to 1 MiB/s, so that 10 MiB the partner lacks take about 10 s. Before, a switch gave
+ * up 30 s (here 6 s) after it began however fast the drain moved: over a slow link, any backlog of more than a
+ * few seconds made a planned switch impossible, each attempt refusing writes for the whole window.
+ */
+@Timeout(180)
+class SwitchIT
+{
+    private static final long SIZE = 32L * MIB;
+    private static final long BACKLOG = 10L * MIB;
+    private static Testbed testbed;
+
+    @BeforeAll
+    static void up()
+    {
+        testbed = Testbed.up("switch", "--set", "connect.timeout=1s", "--set", "peer.timeout=2s",
+            "--set", "heartbeat.interval=500ms", "--set", "reconnect.max.interval=1s");
+    }
+
+    @AfterAll
+    static void down()
+    {
+        if (testbed != null)
+        {
+            testbed.close();
+        }
+    }
+
+    @Test
+    void shouldSwitchEitherWayAfterADrainLongerThanTheWaitWithoutProgress() throws Exception
+    {
+        final String name = "drain";
+        final Path first = Volumes.random(testbed.dir.resolve("first.img"), SIZE, 71);
+        final Path second = Volumes.zeros(testbed.dir.resolve("second.img"), SIZE);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
+            "64m", "--volume", first + "=" + second);
+        awaitReplicated(testbed, name, 60);
+
+        // On the source: it drains 10 MiB at 1 MiB/s, showing how much is left, then hands over.
+        backlog("site-a", "site-b", GroupChecks.uri(created, 0), 0x5a);
+        final long startNs = System.nanoTime();
+        final Run switched = testbed.cli("site-a", "group", "switch", name).expect(0);
+        final long seconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startNs);
+        assertTrue(seconds >= 7, "the drain outlasted the 6 s a switch waits without progress: " + seconds + " s");
+        assertTrue(switched.stdout().contains("group " + name + " is now destination here"), switched.toString());
+        assertTrue(switched.stderr().contains("sending to site-b what it lacks, writes refused until the switch"),
+            switched.toString());
+        assertEquals("source", testbed.group("site-b", name).get("role"));
+
+        // Asked for on the destination (site-a now): the source, site-b, drains its backlog the same way.
+        final String secondUri = "nbd+unix:///" + name + "/" + second.getFileName() + "?socket=" +
+            testbed.nbdSocket("site-b");
+        backlog("site-b", "site-a", secondUri, 0x6b);
+        // A destination asks its source only over a live link: once the source is back sending to it.
+        Testbed.await("site-a receiving again", 30, () -> "receiving".equals(GroupChecks.state(testbed.group("site-a",
+            name))));
+        final long askedNs = System.nanoTime();
+        final Run asked = testbed.cli("site-a", "group", "switch", name).expect(0);
+        final long askedSeconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - askedNs);
+        assertTrue(askedSeconds >= 9, "the drain outlasted the 8 s the destination waits: " + askedSeconds + " s");
+        assertTrue(asked.stdout().contains("group " + name + " is now source here"), asked.toString());
+
+        final Map<String, Object> status = awaitReplicated(testbed, name, 60);
+        assertEquals(0, number(status, "dirty_regions"), status.toString());
+        GroupChecks.assertSameVolumes(new Path[] {first}, new Path[] {second}, SIZE);
+        assertEquals((byte)0x6b, java.nio.file.Files.readAllBytes(first)[(int)BACKLOG - 1],
+            "the second backlog reached the first host");
+        GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * Leaves {@code source} holding BACKLOG bytes that {@code partner} lacks, and its link to the partner held to
+     * 1 MiB/s: the partner is stopped while they are written, then started again.
+     */
+    private static void backlog(final String source, final String partner, final String uri, final int pattern)
+    {
+        testbed.call(source, "peer-set", Map.of("name", partner, "max_rate", MIB));
+        testbed.stop(partner);
+        final Run write = Run.of(60, List.of("qemu-io", "-f", "raw", uri, "-c",
+            "write -P " + pattern + " 0 " + BACKLOG, "-c", "flush")).expect(0);
+        assertFalse((write.stdout() + write.stderr()).contains("failed"), write.toString());
+        testbed.start(partner);
+    }
+}
