@@ -232,6 +232,11 @@ final class GroupCommand implements Callable<Integer>
             System.out.printf(Locale.ROOT, "%s: %s %s, %s with %s, transport %s%n", g.get("name"), g.get("mode"),
                 g.get("role"), g.get("state"), g.get("peer"), g.get("transport") == null ? "none" :
                 g.get("transport"));
+            if (Boolean.TRUE.equals(g.get("switching")))
+            {
+                System.out.println("  switching roles with " + g.get("peer") + ": writes refused until it holds " +
+                    "and has applied everything (what it lacks: 'not yet on partner' below)");
+            }
             if (g.get("rpo_target_s") != null)
             {
                 System.out.printf(Locale.ROOT, "  RPO target %s: %s%n", RpoTarget.format(Math.round(

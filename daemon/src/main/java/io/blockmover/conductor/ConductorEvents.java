@@ -122,6 +122,11 @@ final class ConductorEvents
                 attrs.put("rpo_target", io.blockmover.replication.group.RpoTarget.format(
                     Math.round(target.doubleValue() * 1000)));
             }
+            if (Boolean.TRUE.equals(group.get("switching")))
+            {
+                // Only while it lasts: a planned switch draining to the partner, writes refused.
+                attrs.put("switching", "yes");
+            }
             if (Boolean.TRUE.equals(group.get("partner_apply_failing")))
             {
                 // Only while it lasts: its removal is the recovery event.

@@ -682,10 +682,14 @@ final class Groups implements AutoCloseable
         }
         if (!force)
         {
-            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: run " +
-                "'blockmover group switch " + name + "' on its source, " + destination.config.peer + ", for a " +
-                "planned switch, or add --force here for a failover if " + destination.config.peer + " is lost " +
-                "(writes it acknowledged but did not send are then lost, and it must rejoin as a destination)");
+            // Asked here, a planned switch goes through the source's session to us, and there is none right now.
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here and " +
+                "its source, " + destination.config.peer + ", is not sending to it right now (" +
+                destination.state().label() + "): if " + destination.config.peer + " is up, it reconnects by " +
+                "itself, so try again once 'blockmover group status " + name + "' says receiving, or run " +
+                "'blockmover group switch " + name + "' there; add --force here for a failover if " +
+                destination.config.peer + " is lost (writes it acknowledged but did not send are then lost, and " +
+                "it must rejoin as a destination)");
         }
         if (destination.isReceiving())
         {

@@ -977,6 +977,11 @@ final class SourceGroupHandle
         final Map<String, Object> s = config.statusHead(state().label());
         s.put("on_disconnect", config.blockOnDisconnect ? "block" : "continue");
         s.put("frozen", config.frozen);
+        if (switching)
+        {
+            // Frozen for the switch, not by the operator: config.frozen stays as it was, and comes back if it fails.
+            s.put("switching", true);
+        }
         s.put("transport", shipper != null ? transport : null);
         if (transportReason != null)
         {

@@ -3,6 +3,7 @@ package io.blockmover.it;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
@@ -58,9 +59,22 @@ class SwitchIT
         awaitReplicated(testbed, name, 60);
 
         // On the source: it drains 10 MiB at 1 MiB/s, showing how much is left, then hands over.
-        backlog("site-a", "site-b", GroupChecks.uri(created, 0), 0x5a);
+        backlog(name, "site-a", "site-b", GroupChecks.uri(created, 0), 0x5a);
         final long startNs = System.nanoTime();
-        final Run switched = testbed.cli("site-a", "group", "switch", name).expect(0);
+        final CompletableFuture<Run> switching = CompletableFuture.supplyAsync(() ->
+            testbed.cli("site-a", "group", "switch", name));
+        // Meanwhile group status says so (frozen for the switch, not by the operator).
+        Testbed.await("site-a's status says it is switching", 10, () ->
+            Boolean.TRUE.equals(testbed.group("site-a", name).get("switching")) || switching.isDone());
+        final Map<String, Object> during = testbed.group("site-a", name);
+        assertEquals(Boolean.TRUE, during.get("switching"), during.toString());
+        assertEquals(Boolean.FALSE, during.get("frozen"), during.toString());
+        assertTrue(testbed.cli("site-a", "group", "status", name).expect(0).stdout().contains(
+            "switching roles with site-b: writes refused until it holds and has applied everything"));
+        final String events = testbed.cli("site-a", "events", "--now").expect(0).stdout();
+        assertTrue(events.lines().anyMatch((l) -> l.contains("group name=" + name) && l.contains("switching=yes")),
+            events);
+        final Run switched = switching.get(60, TimeUnit.SECONDS).expect(0);
         final long seconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startNs);
         assertTrue(seconds >= 7, "the drain outlasted the 6 s a switch waits without progress: " + seconds + " s");
         assertTrue(switched.stdout().contains("group " + name + " is now destination here"), switched.toString());
@@ -68,11 +82,19 @@ class SwitchIT
             switched.toString());
         assertEquals("source", testbed.group("site-b", name).get("role"));
 
+        // Asked for on a destination its source is not sending to (stopped here), a switch is refused, saying so.
+        testbed.stop("site-b");
+        final Run unlinked = testbed.cli("site-a", "group", "switch", name).expect(4);
+        assertTrue(unlinked.stderr().contains("its source, site-b, is not sending to it right now (") &&
+            unlinked.stderr().contains("try again once 'blockmover group status " + name + "' says receiving"),
+            unlinked.toString());
+        testbed.start("site-b");
+
         // Asked for on the destination (site-a now): the source, site-b, drains its backlog the same way.
         final String secondUri = "nbd+unix:///" + name + "/" + second.getFileName() + "?socket=" +
             testbed.nbdSocket("site-b");
-        backlog("site-b", "site-a", secondUri, 0x6b);
-        // A destination asks its source only over a live link: once the source is back sending to it.
+        backlog(name, "site-b", "site-a", secondUri, 0x6b);
+        // A destination asks its source only over a live link: once it hears from the source again.
         Testbed.await("site-a receiving again", 30, () -> "receiving".equals(GroupChecks.state(testbed.group("site-a",
             name))));
         final long askedNs = System.nanoTime();
@@ -90,10 +112,11 @@ class SwitchIT
     }
 
     /**
-     * Leaves {@code source} holding BACKLOG bytes that {@code partner} lacks, and its link to the partner held to
-     * 1 MiB/s: the partner is stopped while they are written, then started again.
+     * Leaves group {@code name}'s {@code source} holding BACKLOG bytes that {@code partner} lacks, and its link to
+     * the partner held to 1 MiB/s: the partner is stopped while they are written, then started again.
      */
-    private static void backlog(final String source, final String partner, final String uri, final int pattern)
+    private static void backlog(final String name, final String source, final String partner, final String uri,
+        final int pattern)
     {
         testbed.call(source, "peer-set", Map.of("name", partner, "max_rate", MIB));
         testbed.stop(partner);
@@ -101,5 +124,8 @@ class SwitchIT
             "write -P " + pattern + " 0 " + BACKLOG, "-c", "flush")).expect(0);
         assertFalse((write.stdout() + write.stderr()).contains("failed"), write.toString());
         testbed.start(partner);
+        // A switch needs the link: wait until the source is sending again (still far from done at 1 MiB/s).
+        Testbed.await(source + " linked to " + partner + " again", 30, () -> List.of("catching-up", "replicating")
+            .contains(GroupChecks.state(testbed.group(source, name))));
     }
 }
