@@ -503,19 +503,10 @@ public final class Conductor implements Agent, ControlServer.Handler
     }
 
     /**
-     * @return whether the daemon is still starting: the main thread opens every group (and checks its log) before
-     * the conductor's thread runs.
-     */
-    boolean isStarting()
-    {
-        return !running;
-    }
-
-    /**
      * Answers every control request that arrived so far with STARTING and what start-up is doing, while it checks
      * a group's log (minutes for tens of GiB on a slow disk). Left unanswered, a query would wait 30 s and give
      * up saying only that the daemon may be starting, and a cluster manager's monitor would time out. Main thread,
-     * only while {@link #isStarting}: once the conductor runs, the control socket is its alone (a failover's log
+     * does nothing once the conductor runs, the control socket is its alone (a failover's log
      * check runs inside its duty cycle, which answers when it ends).
      *
      * @param doing what start-up is doing, for the reply.

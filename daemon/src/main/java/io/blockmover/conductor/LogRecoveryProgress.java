@@ -42,10 +42,7 @@ final class LogRecoveryProgress implements RecordLog.RecoveryProgress
     @Override
     public void onProgress(final long checkedBytes, final long capacity)
     {
-        if (conductor.isStarting())
-        {
-            conductor.answerStarting(describe(checkedBytes, capacity));
-        }
+        conductor.answerStarting(describe(checkedBytes, capacity));
         final long nowNs = clock.nanoTime();
         if (notifier.isProgressDue(nowNs))
         {
