@@ -288,6 +288,10 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
                     lsn.get("applied"), g.get("records_applied"));
+                if (g.get("source_report") instanceof Map<?, ?> report)
+                {
+                    System.out.println("  " + behindLine(String.valueOf(g.get("peer")), report));
+                }
             }
             printDiskFailures(g);
             if (g.get("verify") instanceof Map<?, ?> verify)
@@ -315,6 +319,25 @@ final class GroupCommand implements Callable<Integer>
                 }
             }
         }
+    }
+
+    /**
+     * @return how far behind its source a destination is, as the source last said ({@code source_report}).
+     */
+    static String behindLine(final String peer, final Map<?, ?> report)
+    {
+        final long records = ((Number)report.get("records_behind")).longValue();
+        final long rpoBytes = ((Number)report.get("rpo_bytes")).longValue();
+        final long dirty = ((Number)report.get("dirty_regions")).longValue();
+        final String asOf = String.format(Locale.ROOT, "as %s said %.1f s ago", peer,
+            ((Number)report.get("seconds_ago")).doubleValue());
+        if (records == 0 && rpoBytes == 0 && dirty == 0)
+        {
+            return "behind " + peer + ": nothing, " + asOf;
+        }
+        return String.format(Locale.ROOT, "behind %s: %d records, %s not yet durable here (%.1f s of writes)%s, %s",
+            peer, records, Format.bytes(rpoBytes), ((Number)report.get("rpo_seconds")).doubleValue(),
+            dirty > 0 ? ", " + dirty + " regions to resync" : "", asOf);
     }
 
     /**
@@ -445,10 +468,12 @@ final class GroupCommand implements Callable<Integer>
             "same planned switch over the peer link, and returns once this host is the source.",
             "",
             "On the destination with --force (failover, the source is lost): this host becomes the source at",
-            "the last write it received; writes the lost source acknowledged but never sent are gone. The old",
-            "source must rejoin as the destination ('blockmover group delete NAME' there), and then receives",
-            "everything. Refused while this host's volumes are inconsistent (its initial sync or a resync did",
-            "not finish: 'consistent: false' in group status, kept across restarts) unless --allow-inconsistent."})
+            "the last write it received; writes the lost source acknowledged but never sent are gone. How many,",
+            "it says as the source last reported them (about once a second while linked; 'behind' in group",
+            "status here). The old source must rejoin as the destination ('blockmover group delete NAME'",
+            "there), and then receives everything. Refused while this host's volumes are inconsistent (its",
+            "initial sync or a resync did not finish: 'consistent: false' in group status, kept across restarts)",
+            "unless --allow-inconsistent."})
     static final class Switch extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
@@ -481,6 +506,10 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.println("group " + name + " is now " + status.get("role") + " here (" +
                     status.get("state") + "), partner " + status.get("peer"));
+                if (status.get("failover") instanceof Map<?, ?> failover)
+                {
+                    System.out.println(failover.get("lost"));
+                }
             }
             return 0;
         }

@@ -213,14 +213,17 @@ abstract class GroupProgress implements AutoCloseable
     }
 
     /**
-     * group switch on the source: what the partner does not hold yet (rpo_bytes, log and dirty regions) shrinks
-     * to nothing; the most seen is the whole. Then the partner applies the rest of its log and takes over.
+     * group switch: what the partner does not hold yet (rpo_bytes, log and dirty regions) shrinks to nothing; the
+     * most seen is the whole. Then the partner applies the rest of its log and takes over. Asked on the
+     * destination, the same figure as its source last reported it (source_report).
      */
     private static final class Drained extends GroupProgress
     {
         private long most;
         private long left;
         private String peer;
+        private boolean directionKnown;
+        private boolean towardsPeer;
 
         Drained(final Path socket, final String group, final PrintStream out)
         {
@@ -230,12 +233,22 @@ abstract class GroupProgress implements AutoCloseable
         @Override
         void show(final Map<?, ?> status)
         {
-            if (!"source".equals(status.get("role")) || !(status.get("rpo_bytes") instanceof Number rpo))
+            if (!directionKnown)
+            {
+                directionKnown = true;
+                towardsPeer = "source".equals(status.get("role"));
+            }
+            // Asked on the destination: what its source last said it lacks (a second old at most). Once the roles
+            // are reversed, the figures are of the other direction: not this switch's.
+            final Object rpo = !String.valueOf(status.get("role")).equals(towardsPeer ? "source" : "destination") ?
+                null : towardsPeer ? status.get("rpo_bytes") :
+                status.get("source_report") instanceof Map<?, ?> report ? report.get("rpo_bytes") : null;
+            if (!(rpo instanceof Number))
             {
                 return;
             }
             peer = String.valueOf(status.get("peer"));
-            left = rpo.longValue();
+            left = ((Number)rpo).longValue();
             if (left > most)
             {
                 most = left;
@@ -247,8 +260,13 @@ abstract class GroupProgress implements AutoCloseable
         @Override
         String doing()
         {
-            return left > 0 ? "sending to " + peer + " what it lacks, writes refused until the switch" :
-                peer + " applies its log and takes over";
+            if (towardsPeer)
+            {
+                return left > 0 ? "sending to " + peer + " what it lacks, writes refused until the switch" :
+                    peer + " applies its log and takes over";
+            }
+            return left > 0 ? peer + " sends what this host lacks, writes refused there until the switch" :
+                "applying the log here to take over";
         }
     }
 }

@@ -183,6 +183,15 @@ final class DestinationGroupHandle
     }
 
     /**
+     * @return what the source last said about how far ahead of this host it is ({@code source_report} of group
+     *     status), or null if it said nothing since this daemon started (or the group is not open).
+     */
+    Map<String, Object> sourceReport()
+    {
+        return group == null ? null : group.sourceReport().describe(heldLsn(), System.currentTimeMillis());
+    }
+
+    /**
      * Ends a previous session still running (its source reconnected before this side saw it go) and forces the
      * log, for the OPENED answer: the source counts every record held here as durable (it releases its own log by
      * it and acknowledges FLUSHes by it), so none may sit unforced.
@@ -523,6 +532,12 @@ final class DestinationGroupHandle
             s.put("frame_errors", group.badFrames());
             // Survives restarts and needs no source: what a failover ('switch --force') checks.
             s.put("consistent_through_lsn", group.durableCleanLsn());
+            // How far behind the source this host is, as the source last said (kept, aging, once it is gone).
+            final Map<String, Object> report = sourceReport();
+            if (report != null)
+            {
+                s.put("source_report", report);
+            }
             if (receiver != null)
             {
                 s.put("records_received", receiver.recordsReceived());

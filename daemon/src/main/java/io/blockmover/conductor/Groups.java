@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
@@ -711,15 +712,54 @@ final class Groups implements AutoCloseable
                 "--allow-inconsistent");
         }
         final long lsn = destination.heldLsn();
+        final Map<String, Object> report = destination.sourceReport();
         becomeSource(destination, swap(destination.config.volumes), true);
         if (!consistent)
         {
             conductor.error("group " + name + ": failover to INCONSISTENT volumes (--allow-inconsistent); check " +
                 "the data before use");
         }
-        conductor.log("group " + name + ": FAILOVER, this host is now the source (LSN " + lsn + "); " +
+        final String lost = lostAtFailover(destination.config.peer, destination.config.mode, lsn, report);
+        conductor.log("group " + name + ": FAILOVER, this host is now the source (LSN " + lsn + "); " + lost + "; " +
             destination.config.peer + " must rejoin as a destination ('blockmover group delete " + name + "' there)");
-        client.reply(id, status(name));
+        final Map<String, Object> answer = new LinkedHashMap<>(status(name));
+        final Map<String, Object> failover = new LinkedHashMap<>();
+        failover.put("lsn", lsn);
+        failover.put("source_report", report);
+        failover.put("lost", lost);
+        answer.put("failover", failover);
+        client.reply(id, answer);
+    }
+
+    /**
+     * What a failover at {@code lsn} leaves behind, as far as this host can tell: what the lost source last said
+     * about how far ahead it was. It may have taken more writes after that report.
+     */
+    static String lostAtFailover(final String peer, final GroupMode mode, final long lsn,
+        final Map<String, Object> report)
+    {
+        if (report == null)
+        {
+            return peer + " said nothing about how far ahead it was since this daemon started, so what it held " +
+                "beyond LSN " + lsn + " is unknown";
+        }
+        final long behind = ((Number)report.get("records_behind")).longValue();
+        final long dirty = ((Number)report.get("dirty_regions")).longValue();
+        final String when = String.format(Locale.ROOT, "%s last reported %.1f s before the failover", peer,
+            ((Number)report.get("seconds_ago")).doubleValue());
+        if (behind == 0 && dirty == 0)
+        {
+            return when + ": this host held everything it had logged (LSN " + report.get("lsn") + "), so nothing " +
+                "is lost unless it took writes after that";
+        }
+        return String.format(Locale.ROOT, "%s: it had logged through LSN %d, %d records more than this host " +
+            "holds%s (by its count %s not yet durable here, the oldest write %.1f s old): those writes are lost, " +
+            "and any it took after that%s", when, ((Number)report.get("lsn")).longValue(), behind,
+            dirty > 0 ? ", and had " + dirty + " regions to resync" : "",
+            io.blockmover.cli.Format.bytes(((Number)report.get("rpo_bytes")).longValue()),
+            ((Number)report.get("rpo_seconds")).doubleValue(),
+            mode == GroupMode.SYNC && dirty == 0 ?
+                ", though as a sync source it had acknowledged none of them to a client" : "");
     }
 
     private Map<String, Object> testFailover(final String name, final boolean mount)
@@ -1031,6 +1071,7 @@ final class Groups implements AutoCloseable
         // Features this destination offers the source; an older one sends none, and the source then refuses them.
         opened.put("verify", true);
         opened.put("settings", true);
+        opened.put("progress", true);
         try
         {
             channel.sendJson(FrameType.OPENED, sessionId, opened);

@@ -427,6 +427,7 @@ final class SourceGroupHandle
         final long held = ((Number)opened.get("held_lsn")).longValue();
         partnerVerifies = Boolean.TRUE.equals(opened.get("verify"));
         partnerTakesSettings = Boolean.TRUE.equals(opened.get("settings"));
+        final boolean partnerTakesProgress = Boolean.TRUE.equals(opened.get("progress"));
         final int sessionId = dialer.sessionId();
         final FrameConnection connection = dialer.takeConnection();
         final RecordLog log = group.log();
@@ -465,6 +466,10 @@ final class SourceGroupHandle
             conductor.clock(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.ctx().ackTimeoutNs());
         shipper.countFrameErrorsIn(conductor.cnc().counter(SystemCounter.FRAME_ERRORS));
+        if (partnerTakesProgress)
+        {
+            shipper.sendProgress();
+        }
         if (config.mode == GroupMode.ASYNC)
         {
             shipper.rateLimit(conductor.peerRates().bucket(config.peer));

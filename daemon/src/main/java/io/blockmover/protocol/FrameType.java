@@ -56,7 +56,16 @@ public enum FrameType
      * A group's settings changed on the source (JSON payload: rpo_target_ms, verify_interval_ms), for the destination
      * to keep for when it becomes the source. Sent only to a destination that offered it in its OPENED.
      */
-    SETTINGS(18);
+    SETTINGS(18),
+    /**
+     * A group's source says how far ahead of its destination it is, about once a heartbeat interval while they are
+     * linked, busy or idle: sequence = the source's last logged LSN, offset = bytes the destination may not hold
+     * durably (the source's rpo_bytes), aux = how old the oldest of those writes is, in milliseconds (0 when there
+     * is none), volume id = regions the source tracks in its bitmaps for resync (at most 2^31 - 1). No payload. Sent
+     * only to a destination that offered it in its OPENED: it keeps the last one, so that it can say, even with the
+     * source gone, how far behind it was when it last heard (what a failover would lose).
+     */
+    PROGRESS(19);
 
     private static final FrameType[] BY_CODE = new FrameType[32];
 

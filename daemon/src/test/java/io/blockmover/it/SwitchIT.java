@@ -102,6 +102,9 @@ class SwitchIT
         final long askedSeconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - askedNs);
         assertTrue(askedSeconds >= 9, "the drain outlasted the 8 s the destination waits: " + askedSeconds + " s");
         assertTrue(asked.stdout().contains("group " + name + " is now source here"), asked.toString());
+        // The destination draws the drain too, from what its source reports it lacks.
+        assertTrue(asked.stderr().contains("site-b sends what this host lacks, writes refused there until the switch"),
+            asked.toString());
 
         final Map<String, Object> status = awaitReplicated(testbed, name, 60);
         assertEquals(0, number(status, "dirty_regions"), status.toString());
@@ -109,6 +112,61 @@ class SwitchIT
         assertEquals((byte)0x6b, java.nio.file.Files.readAllBytes(first)[(int)BACKLOG - 1],
             "the second backlog reached the first host");
         GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * A destination knows how far behind its source it is from what the source reports (about once a heartbeat
+     * interval, busy or idle), and keeps the last report once the source is gone: a failover then says what it
+     * loses. Before, a destination knew only what it held: with its source dead, an admin deciding on a failover
+     * could not tell whether it would lose nothing or minutes of writes.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void shouldSayOnTheDestinationHowFarBehindItIsAndWhatAFailoverLoses() throws Exception
+    {
+        final String name = "lag";
+        final Path first = Volumes.random(testbed.dir.resolve("lag-first.img"), SIZE, 72);
+        final Path second = Volumes.zeros(testbed.dir.resolve("lag-second.img"), SIZE);
+        testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true)); // The other test's limit.
+        try
+        {
+            final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
+                "64m", "--volume", first + "=" + second);
+            awaitReplicated(testbed, name, 60);
+            Testbed.await("site-b to hear that it lacks nothing", 10, () -> testbed.group("site-b", name)
+                .get("source_report") instanceof Map<?, ?> r && ((Number)r.get("rpo_bytes")).longValue() == 0);
+            assertTrue(testbed.cli("site-b", "group", "status", name).expect(0).stdout()
+                .contains("behind site-a: nothing, as site-a said "));
+
+            backlog(name, "site-a", "site-b", GroupChecks.uri(created, 0), 0x3c);
+            Testbed.await("site-b to hear how far behind it is", 10, () -> testbed.group("site-b", name)
+                .get("source_report") instanceof Map<?, ?> r && ((Number)r.get("records_behind")).longValue() > 0);
+            final Map<String, Object> report = (Map<String, Object>)testbed.group("site-b", name)
+                .get("source_report");
+            assertTrue(number(report, "rpo_bytes") > 0 && number(report, "rpo_bytes") <= BACKLOG + MIB,
+                report.toString());
+            assertTrue(((Number)report.get("rpo_seconds")).doubleValue() > 0, report.toString());
+            final String line = testbed.cli("site-b", "group", "status", name).expect(0).stdout();
+            assertTrue(line.contains("behind site-a: ") && line.contains(" records, ") &&
+                line.contains("not yet durable here"), line);
+
+            testbed.kill("site-a");
+            Testbed.await("site-b to notice", 30, () -> !"receiving".equals(GroupChecks.state(testbed.group(
+                "site-b", name))));
+            final Map<String, Object> kept = (Map<String, Object>)testbed.group("site-b", name).get("source_report");
+            assertTrue(number(kept, "records_behind") > 0, "kept once the source is gone: " + kept);
+            final Run failover = testbed.cli("site-b", "group", "switch", name, "--force").expect(0);
+            assertTrue(failover.stdout().contains("site-a last reported ") &&
+                failover.stdout().contains(" records more than this host holds") &&
+                failover.stdout().contains("those writes are lost"), failover.toString());
+            assertTrue(testbed.log("site-b").contains("records more than this host holds"));
+        }
+        finally
+        {
+            testbed.start("site-a");
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            GroupChecks.delete(testbed, name);
+        }
     }
 
     /**

@@ -101,6 +101,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long lastResyncLsn = -1;
     /** The same answer kept across restarts, for a failover without the source. */
     private final DurableConsistency durable;
+    private final SourceReport sourceReport = new SourceReport();
 
     /**
      * @param config          the group.
@@ -280,6 +281,14 @@ public final class DestinationGroup implements Agent, AutoCloseable
      * @param lsn   the last LSN the source had sent.
      * @param clean whether its dirty bitmaps were empty.
      */
+    /**
+     * @return what the source last said about how far ahead of this host it is (receiver: update; conductor: read).
+     */
+    public SourceReport sourceReport()
+    {
+        return sourceReport;
+    }
+
     public void sourceState(final long lsn, final boolean clean)
     {
         cleanLsn = clean ? lsn : -1;

@@ -290,6 +290,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 case FLUSH -> flushWanted = Math.max(flushWanted, receiveHeader.sequence());
                 case HEARTBEAT -> group.sourceState(receiveHeader.sequence(),
                     (receiveHeader.aux() & HEARTBEAT_CLEAN) != 0);
+                case PROGRESS -> group.sourceReport().update(receiveHeader.sequence(), receiveHeader.offset(),
+                    receiveHeader.aux(), receiveHeader.volumeId(), System.currentTimeMillis());
                 case CLOSE -> status.complete();
                 case SETTINGS ->
                 {

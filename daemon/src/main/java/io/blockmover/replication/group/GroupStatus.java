@@ -82,7 +82,18 @@ public final class GroupStatus
 
     private static double rpoSeconds(final SourceGroup group, final long rpoBytes)
     {
-        return rpoBytes == 0 && isDrained(group) ? 0.0 : (System.currentTimeMillis() - group.caughtUpMs()) / 1000.0;
+        return rpoMillis(group, rpoBytes) / 1000.0;
+    }
+
+    /**
+     * @param group    a source group.
+     * @param rpoBytes its {@link SourceGroup#rpoBytes()}, read just before.
+     * @return milliseconds of writes the destination may not hold durably: 0 when drained, else the time since it
+     *     last was.
+     */
+    public static long rpoMillis(final SourceGroup group, final long rpoBytes)
+    {
+        return rpoBytes == 0 && isDrained(group) ? 0 : Math.max(0, System.currentTimeMillis() - group.caughtUpMs());
     }
 
     /**

@@ -70,6 +70,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     // The record that began a new sequence this session: sent again after a NACK, it must say so again.
     private long restartLsn = -1;
     private long lastSendNs;
+    // PROGRESS: only to a partner that offered to take it (progressToPartner), once a heartbeat interval.
+    private boolean progressToPartner;
+    private long lastProgressNs;
     private long lastReceiveNs;
     private volatile boolean sleeping;
     private TokenBucket rateLimit;
@@ -144,6 +147,16 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     public void countFrameErrorsIn(final AtomicCounter counter)
     {
         frameErrors = counter;
+    }
+
+    /**
+     * Has the shipper tell the partner how far ahead of it this source is (a PROGRESS frame, about once a heartbeat
+     * interval, busy or idle), for a partner that offered to take it. Conductor thread, before the shipper starts.
+     */
+    public void sendProgress()
+    {
+        progressToPartner = true;
+        lastProgressNs = clock.nanoTime() - heartbeatIntervalNs; // The first goes out with the first duty cycle.
     }
 
     public SessionStatus status()
@@ -497,6 +510,15 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 connection.startSend(sendHeader, null);
                 flushSentLsn = flushWanted;
             }
+            else if (progressToPartner && nowNs - lastProgressNs >= heartbeatIntervalNs)
+            {
+                // Ahead of records and the rate limit: while a backlog drains, this is how the partner knows how
+                // far it has to go, and what it would lose if this host were gone.
+                sendProgressNow();
+                lastProgressNs = nowNs;
+                work++;
+                continue; // Not a heartbeat: the partner learns what is clean from those.
+            }
             else if (rateLimited(nowNs))
             {
                 break; // Out of tokens: the idle strategy waits (hasWork() says no meanwhile).
@@ -578,6 +600,18 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         settingsPayload.put(json).flip();
         sendHeader.reset(FrameType.SETTINGS).sessionId(sessionId).controlPayload(settingsPayload).seal();
         connection.startSend(sendHeader, settingsPayload);
+    }
+
+    private void sendProgressNow()
+    {
+        final long rpoBytes = group.rpoBytes();
+        sendHeader.reset(FrameType.PROGRESS).sessionId(sessionId)
+            .sequence(group.publishedLsn())
+            .offset(rpoBytes)
+            .aux(GroupStatus.rpoMillis(group, rpoBytes))
+            .volumeId((int)Math.min(Integer.MAX_VALUE, group.dirtyRegions()))
+            .seal();
+        connection.startSend(sendHeader, null);
     }
 
     private boolean rateLimited(final long nowNs)

@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.function.LongSupplier;
 import java.util.zip.CRC32C;
 
@@ -26,7 +27,9 @@ import io.blockmover.replication.log.RecordLogDescriptor;
 import io.blockmover.transport.NullFrameConnection;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The destination's receiver and its log forcer, driven duty cycle by duty cycle over a connection that hands over
@@ -160,6 +163,35 @@ class GroupReceiverTest
             "bytes on their way to the disk when the ACK was sent");
     }
 
+    /**
+     * The source says how far ahead it is (PROGRESS, about once a heartbeat interval); the destination keeps the
+     * last report, aging, for group status and for what a failover would lose once the source is gone.
+     */
+    @Test
+    void shouldKeepWhatTheSourceLastSaidAboutHowFarAheadItIs()
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
+        assertNull(group.sourceReport().describe(log.tailLsn(), System.currentTimeMillis()), "nothing heard yet");
+
+        connection.record(1, 0, 4096);
+        connection.frame(new FrameHeader().reset(FrameType.PROGRESS).sessionId(SESSION).sequence(5).offset(20_480)
+            .aux(1_500).volumeId(2).seal());
+        receiver.doWork();
+        final long receivedMs = System.currentTimeMillis();
+
+        final Map<String, Object> report = group.sourceReport().describe(log.tailLsn(), receivedMs + 2_000);
+        assertEquals(5L, report.get("lsn"));
+        assertEquals(4L, report.get("records_behind"), "LSN 1 is here, 2 to 5 are not");
+        assertEquals(20_480L, report.get("rpo_bytes"));
+        assertEquals(1.5, report.get("rpo_seconds"));
+        assertEquals(2L, report.get("dirty_regions"));
+        assertTrue(((Double)report.get("seconds_ago")) >= 2.0, report.toString());
+        // Records that arrive after the report are held: never counted as behind below zero.
+        assertEquals(0L, group.sourceReport().describe(9, receivedMs).get("records_behind"));
+    }
+
     private static AtomicCounter counter()
     {
         return new AtomicCounter(new UnsafeBuffer(ByteBuffer.allocateDirect(128)), 0);
@@ -208,6 +240,12 @@ class GroupReceiverTest
             headers.add(new FrameHeader().reset(FrameType.RECORD).sessionId(SESSION).volumeId(0).sequence(lsn)
                 .offset(offset).payloadLength(length).payloadCrc((int)crc.getValue()).seal());
             payloads.add(payload);
+        }
+
+        /** A frame with no payload. */
+        void frame(final FrameHeader header)
+        {
+            headers.add(header);
         }
 
         @Override

@@ -1,0 +1,61 @@
+package io.blockmover.replication.group;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * What a destination last heard from its source about how far ahead the source is (a PROGRESS frame, about once a
+ * heartbeat interval while they are linked). Kept after the link is gone, with its age: with the source lost, it is
+ * the best a destination can say about what a failover would lose. Only since this daemon started; never persisted.
+ * The receiver updates it, the conductor reads it: both rarely, so a lock is cheaper than anything cleverer.
+ */
+public final class SourceReport
+{
+    private long receivedMs;
+    private long lsn;
+    private long rpoBytes;
+    private long rpoMs;
+    private long dirtyRegions;
+
+    /**
+     * The source's report. Receiver thread.
+     *
+     * @param lsn          the source's last logged LSN.
+     * @param rpoBytes     bytes the destination may not hold durably, by the source's count.
+     * @param rpoMs        how old the oldest of them is.
+     * @param dirtyRegions regions the source has to resync.
+     * @param nowMs        the time it arrived (epoch ms).
+     */
+    public synchronized void update(final long lsn, final long rpoBytes, final long rpoMs, final long dirtyRegions,
+        final long nowMs)
+    {
+        this.lsn = lsn;
+        this.rpoBytes = Math.max(0, rpoBytes);
+        this.rpoMs = Math.max(0, rpoMs);
+        this.dirtyRegions = Math.max(0, dirtyRegions);
+        this.receivedMs = nowMs;
+    }
+
+    /**
+     * @param heldLsn the highest LSN this destination holds.
+     * @param nowMs   now (epoch ms).
+     * @return the last report, for group status ({@code source_report}), or null if none came since the daemon
+     *     started: seconds_ago, lsn (the source's last), records_behind (that LSN less what this host holds, never
+     *     below 0), rpo_bytes, rpo_seconds and dirty_regions (as the source counted them then).
+     */
+    public synchronized Map<String, Object> describe(final long heldLsn, final long nowMs)
+    {
+        if (receivedMs == 0)
+        {
+            return null;
+        }
+        final Map<String, Object> m = new LinkedHashMap<>();
+        m.put("seconds_ago", Math.max(0, nowMs - receivedMs) / 1000.0);
+        m.put("lsn", lsn);
+        m.put("records_behind", Math.max(0, lsn - heldLsn));
+        m.put("rpo_bytes", rpoBytes);
+        m.put("rpo_seconds", rpoMs / 1000.0);
+        m.put("dirty_regions", dirtyRegions);
+        return m;
+    }
+}
