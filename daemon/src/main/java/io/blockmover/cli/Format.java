@@ -33,6 +33,15 @@ public final class Format
         return String.format(Locale.ROOT, "%.0f MB/s", bytesPerSecond / 1e6);
     }
 
+    /**
+     * @param seconds a time elapsed.
+     * @return "4.2 s" under a minute, else as {@link #duration} ("1h02m"): a report from before a restart.
+     */
+    public static String ago(final double seconds)
+    {
+        return seconds < 60 ? String.format(Locale.ROOT, "%.1f s", seconds) : duration(seconds);
+    }
+
     static String duration(final double seconds)
     {
         if (Double.isNaN(seconds) || Double.isInfinite(seconds) || seconds < 0)

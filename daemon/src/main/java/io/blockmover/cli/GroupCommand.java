@@ -329,8 +329,8 @@ final class GroupCommand implements Callable<Integer>
         final long records = ((Number)report.get("records_behind")).longValue();
         final long rpoBytes = ((Number)report.get("rpo_bytes")).longValue();
         final long dirty = ((Number)report.get("dirty_regions")).longValue();
-        final String asOf = String.format(Locale.ROOT, "as %s said %.1f s ago", peer,
-            ((Number)report.get("seconds_ago")).doubleValue());
+        final String asOf = "as " + peer + " said " +
+            Format.ago(((Number)report.get("seconds_ago")).doubleValue()) + " ago";
         if (records == 0 && rpoBytes == 0 && dirty == 0)
         {
             return "behind " + peer + ": nothing, " + asOf;

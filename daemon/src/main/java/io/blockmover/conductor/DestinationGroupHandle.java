@@ -20,6 +20,7 @@ import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupReceiver;
 import io.blockmover.replication.group.GroupState;
 import io.blockmover.replication.group.LogForcer;
+import io.blockmover.replication.group.SourceReport;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
@@ -118,6 +119,7 @@ final class DestinationGroupHandle
             }
             group = new DestinationGroup(config, volumes, log, conductor.clock(), conductor.ctx().flushBytes(),
                 conductor.ctx().flushIntervalNs(), new DurableConsistency(store.dir(config.name)));
+            group.sourceReport().load(store.dir(config.name).resolve(SourceReport.FILE_NAME));
         }
         catch (final RuntimeException ex)
         {
@@ -401,6 +403,28 @@ final class DestinationGroupHandle
             forcerRunner = null;
             forcer = null;
             receiver = null;
+            saveSourceReport();
+        }
+    }
+
+    /**
+     * Keeps what the source last said across a restart of this daemon: a failover may follow one.
+     */
+    private void saveSourceReport()
+    {
+        if (group == null)
+        {
+            return;
+        }
+        final Path file = store.dir(config.name).resolve(SourceReport.FILE_NAME);
+        try
+        {
+            group.sourceReport().save(file);
+        }
+        catch (final java.io.IOException ex)
+        {
+            conductor.error("group " + config.name + ": cannot save what " + config.peer + " last reported to " +
+                file + " (" + ex.getMessage() + "): a restart of this daemon forgets it");
         }
     }
 

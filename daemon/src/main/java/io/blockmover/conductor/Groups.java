@@ -27,6 +27,7 @@ import io.blockmover.replication.group.DurableConsistency;
 import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.group.SourceReport;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -745,8 +746,8 @@ final class Groups implements AutoCloseable
         }
         final long behind = ((Number)report.get("records_behind")).longValue();
         final long dirty = ((Number)report.get("dirty_regions")).longValue();
-        final String when = String.format(Locale.ROOT, "%s last reported %.1f s before the failover", peer,
-            ((Number)report.get("seconds_ago")).doubleValue());
+        final String when = peer + " last reported " +
+            io.blockmover.cli.Format.ago(((Number)report.get("seconds_ago")).doubleValue()) + " before the failover";
         if (behind == 0 && dirty == 0)
         {
             return when + ": this host held everything it had logged (LSN " + report.get("lsn") + "), so nothing " +
@@ -807,6 +808,16 @@ final class Groups implements AutoCloseable
         }
         destinations.remove(old.name);
         destination.close();
+        try
+        {
+            // What the old source said is history once this host is the source: as a destination again, it hears
+            // afresh.
+            java.nio.file.Files.deleteIfExists(store.dir(old.name).resolve(SourceReport.FILE_NAME));
+        }
+        catch (final java.io.IOException ex)
+        {
+            conductor.log("group " + old.name + ": cannot remove " + SourceReport.FILE_NAME + ": " + ex.getMessage());
+        }
         final GroupConfig config = new GroupConfig(old.name, GroupConfig.ROLE_SOURCE, old.peer, old.mode,
             old.blockOnDisconnect, pairs, old.logSize, old.regionLength, old.createdMs);
         config.initialSyncDone = !failover;

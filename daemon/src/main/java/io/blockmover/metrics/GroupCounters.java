@@ -57,6 +57,15 @@ public final class GroupCounters implements AutoCloseable
         set(GroupMetric.REGIONS_RESENT, -1, -1, status.get("regions_resent"), 1);
         set(GroupMetric.RPO_BYTES, -1, -1, status.get("rpo_bytes"), 1);
         set(GroupMetric.RPO_SECONDS, -1, -1, status.get("rpo_seconds"), 1000);
+        if (status.get("source_report") instanceof Map<?, ?> report)
+        {
+            // A destination's RPO as its source last said, and how old that is: the DR site can watch its own
+            // exposure, and keeps a figure (aging) once the source is gone.
+            set(GroupMetric.RPO_BYTES, -1, -1, report.get("rpo_bytes"), 1);
+            set(GroupMetric.RPO_SECONDS, -1, -1, report.get("rpo_seconds"), 1000);
+            set(GroupMetric.BEHIND_RECORDS, -1, -1, report.get("records_behind"), 1);
+            set(GroupMetric.SOURCE_REPORT_AGE_SECONDS, -1, -1, report.get("seconds_ago"), 1000);
+        }
         set(GroupMetric.RPO_TARGET_SECONDS, -1, -1, status.getOrDefault("rpo_target_s", "source".equals(role) ? 0 :
             null), 1000);
         if (status.containsKey("rpo_target_s"))

@@ -12,8 +12,10 @@ public enum GroupMetric
     WRITTEN_BYTES(2, "written_bytes_total", Kind.COUNTER, 1, "Bytes written through the group's NBD exports."),
     FLUSHES(3, "flushes_total", Kind.COUNTER, 1, "Flushes requested by clients of the group's NBD exports."),
     REGIONS_RESENT(4, "regions_resent_total", Kind.COUNTER, 1, "Dirty regions resent to the destination."),
-    RPO_BYTES(5, "rpo_bytes", Kind.GAUGE, 1, "Bytes of writes the destination may not hold durably yet."),
-    RPO_SECONDS(6, "rpo_seconds", Kind.GAUGE, 1e-3, "Seconds since the destination last held every write."),
+    RPO_BYTES(5, "rpo_bytes", Kind.GAUGE, 1, "Bytes of writes the destination may not hold durably yet (on a " +
+        "destination: as its source last said)."),
+    RPO_SECONDS(6, "rpo_seconds", Kind.GAUGE, 1e-3, "Seconds since the destination last held every write (on a " +
+        "destination: as its source last said)."),
     RPO_TARGET_SECONDS(7, "rpo_target_seconds", Kind.GAUGE, 1e-3, "RPO target of the group, 0 for none."),
     RPO_TARGET_EXCEEDED(8, "rpo_target_exceeded", Kind.GAUGE, 1,
         "1 while the RPO is over its target (with hysteresis), else 0."),
@@ -44,7 +46,12 @@ public enum GroupMetric
     RECORDS_DROPPED(27, "log_records_dropped_total", Kind.COUNTER, 1,
         "Records the destination dropped from its log since the daemon started, after one was damaged there."),
     LOG_DISCARDED_BYTES(28, "log_discarded_bytes_total", Kind.COUNTER, 1,
-        "Bytes of released records in the source's log dropped before they were written to its disk.");
+        "Bytes of released records in the source's log dropped before they were written to its disk."),
+    SOURCE_REPORT_AGE_SECONDS(29, "source_report_age_seconds", Kind.GAUGE, 1e-3,
+        "Destination: seconds since its source last said how far ahead it was (the destination's rpo_* and " +
+        "behind_records are as of then)."),
+    BEHIND_RECORDS(30, "behind_records", Kind.GAUGE, 1,
+        "Destination: records its source had logged beyond those held here, as the source last said.");
 
     /**
      * How a metric is exported.

@@ -16,6 +16,7 @@ import static io.blockmover.it.GroupChecks.number;
 import static io.blockmover.it.Volumes.MIB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -116,9 +117,10 @@ class SwitchIT
 
     /**
      * A destination knows how far behind its source it is from what the source reports (about once a heartbeat
-     * interval, busy or idle), and keeps the last report once the source is gone: a failover then says what it
-     * loses. Before, a destination knew only what it held: with its source dead, an admin deciding on a failover
-     * could not tell whether it would lose nothing or minutes of writes.
+     * interval, busy or idle), and keeps the last report once the source is gone, across a restart of its own
+     * daemon too: a failover then says what it loses. Before, a destination knew only what it held: with its
+     * source dead, an admin deciding on a failover could not tell whether it would lose nothing or minutes of
+     * writes.
      */
     @Test
     @SuppressWarnings("unchecked")
@@ -155,6 +157,17 @@ class SwitchIT
                 "site-b", name))));
             final Map<String, Object> kept = (Map<String, Object>)testbed.group("site-b", name).get("source_report");
             assertTrue(number(kept, "records_behind") > 0, "kept once the source is gone: " + kept);
+            // And across a crash of the destination's daemon after that: saved when the session ended.
+            testbed.kill("site-b");
+            testbed.start("site-b");
+            final Map<String, Object> restarted = (Map<String, Object>)testbed.group("site-b", name)
+                .get("source_report");
+            assertNotNull(restarted, "forgotten in the restart");
+            assertEquals(kept.get("lsn"), restarted.get("lsn"), "kept across a restart: " + restarted);
+            assertTrue(((Number)restarted.get("seconds_ago")).doubleValue() >=
+                ((Number)kept.get("seconds_ago")).doubleValue(), restarted.toString());
+            Testbed.await("site-b to apply its log after the restart", 30, () -> applied(testbed.group("site-b",
+                name)));
             final Run failover = testbed.cli("site-b", "group", "switch", name, "--force").expect(0);
             assertTrue(failover.stdout().contains("site-a last reported ") &&
                 failover.stdout().contains(" records more than this host holds") &&
@@ -167,6 +180,11 @@ class SwitchIT
             testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
             GroupChecks.delete(testbed, name);
         }
+    }
+
+    private static boolean applied(final Map<String, Object> destination)
+    {
+        return GroupChecks.lsn(destination, "applied") == GroupChecks.lsn(destination, "held");
     }
 
     /**

@@ -87,6 +87,35 @@ class PrometheusWriterTest
         }
     }
 
+    /**
+     * A destination's RPO as its source last said it (group status: source_report), with how old that is: the DR
+     * site watches its own exposure, and keeps a figure, aging, once the source is gone.
+     */
+    @Test
+    void shouldExportADestinationsRpoAsItsSourceLastSaidItAndHowOldThatIs()
+    {
+        final Path path = dir.resolve("counters.dat");
+        try (CncFile daemon = CncFile.create(path, "site-b", ProcessHandle.current().pid(), 256);
+            GroupCounters group = new GroupCounters(daemon, "sql", "destination", "site-a"))
+        {
+            final Map<String, Object> s = new LinkedHashMap<>();
+            s.put("name", "sql");
+            s.put("role", "destination");
+            s.put("peer", "site-a");
+            s.put("records_applied", 70);
+            s.put("source_report", Map.of("seconds_ago", 5.6, "lsn", 84L, "records_behind", 11L, "rpo_bytes",
+                12_582_912L, "rpo_seconds", 11.7, "dirty_regions", 0L));
+            group.update(s);
+            final String text = PrometheusWriter.write(daemon, System.currentTimeMillis());
+            final String labels = "node=\"site-b\",group=\"sql\",role=\"destination\",peer=\"site-a\"";
+            assertTrue(text.contains("blockmover_group_rpo_bytes{" + labels + "} 12582912\n"), text);
+            assertTrue(text.contains("blockmover_group_rpo_seconds{" + labels + "} 11.7\n"), text);
+            assertTrue(text.contains("blockmover_group_behind_records{" + labels + "} 11\n"), text);
+            assertTrue(text.contains("blockmover_group_source_report_age_seconds{" + labels + "} 5.6\n"), text);
+            promtoolAccepts(text);
+        }
+    }
+
     @Test
     void shouldForgetAGroupsCountersWhenItsCountersClose()
     {

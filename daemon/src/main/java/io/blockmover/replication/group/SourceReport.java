@@ -1,17 +1,28 @@
 package io.blockmover.replication.group;
 
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
+
+import io.blockmover.io.DurableFiles;
 
 /**
  * What a destination last heard from its source about how far ahead the source is (a PROGRESS frame, about once a
  * heartbeat interval while they are linked). Kept after the link is gone, with its age: with the source lost, it is
- * the best a destination can say about what a failover would lose. Only since this daemon started; never persisted.
- * The receiver updates it, the conductor reads it: both rarely, so a lock is cheaper than anything cleverer.
+ * the best a destination can say about what a failover would lose. Saved in the group's state directory when a
+ * session ends (once a session, not once a report), so that a destination restarted after its source was lost still
+ * knows. The receiver updates it, the conductor reads and saves it: both rarely, so a lock is cheaper than anything
+ * cleverer.
  */
 public final class SourceReport
 {
+    /** The file in the group's state directory: one line, "LSN RPO_BYTES RPO_MS DIRTY_REGIONS RECEIVED_EPOCH_MS". */
+    public static final String FILE_NAME = "source-report";
     private long receivedMs;
+    private long savedMs;
     private long lsn;
     private long rpoBytes;
     private long rpoMs;
@@ -34,6 +45,55 @@ public final class SourceReport
         this.rpoMs = Math.max(0, rpoMs);
         this.dirtyRegions = Math.max(0, dirtyRegions);
         this.receivedMs = nowMs;
+    }
+
+    /**
+     * Saves the last report, if there is one not saved yet. Conductor thread, when a session ends.
+     *
+     * @param file where ({@link #FILE_NAME} in the group's state directory).
+     * @throws IOException if it cannot be written.
+     */
+    public void save(final Path file) throws IOException
+    {
+        final String line;
+        synchronized (this)
+        {
+            if (receivedMs == 0 || receivedMs == savedMs)
+            {
+                return;
+            }
+            line = lsn + " " + rpoBytes + " " + rpoMs + " " + dirtyRegions + " " + receivedMs + "\n";
+            savedMs = receivedMs;
+        }
+        DurableFiles.replace(file, line.getBytes(StandardCharsets.US_ASCII));
+    }
+
+    /**
+     * Takes the report saved by {@link #save}, unless one arrived since. A missing or unreadable file leaves
+     * nothing known (it only informs a decision; a wrong one would mislead it).
+     *
+     * @param file where it was saved.
+     */
+    public synchronized void load(final Path file)
+    {
+        if (receivedMs != 0)
+        {
+            return;
+        }
+        try
+        {
+            final String[] f = Files.readString(file, StandardCharsets.US_ASCII).trim().split(" ");
+            if (f.length == 5)
+            {
+                update(Long.parseLong(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]),
+                    Long.parseLong(f[4]));
+                savedMs = receivedMs;
+            }
+        }
+        catch (final IOException | NumberFormatException ex)
+        {
+            // Nothing known.
+        }
     }
 
     /**
