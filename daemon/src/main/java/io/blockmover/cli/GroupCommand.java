@@ -389,29 +389,53 @@ final class GroupCommand implements Callable<Integer>
         description = {
             "Change a setting of a running source group, without interrupting replication.",
             "",
-            "Today: its RPO target. Run it on the source host; the change is saved in the group's group.json."})
+            "Its RPO target, and its mode. Run it on the source host; the change is saved in the group's",
+            "group.json, and the partner takes it too.",
+            "",
+            "--mode async: writes stop waiting for the partner at once (for a link that got slow or far, or",
+            "a bulk load); --mode sync: once the partner has caught up with what it lacks (status says",
+            "replicating), every write waits for it again, RPO zero. The session with the partner starts over",
+            "so that it takes the change (it reconnects at once; nothing is resent that it holds)."})
     static final class Set extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
         String name;
 
-        @Option(names = "--rpo-target", required = true, paramLabel = "DURATION", description = "new recovery " +
-            "point objective, e.g. 60s; 0 removes it")
+        @Option(names = "--rpo-target", paramLabel = "DURATION", description = "new recovery point objective, " +
+            "e.g. 60s; 0 removes it")
         String rpoTarget;
+
+        @Option(names = "--mode", paramLabel = "sync|async", description = "new replication mode")
+        String mode;
 
         @Override
         @SuppressWarnings("unchecked")
         public Integer call()
         {
-            final Map<String, Object> status = (Map<String, Object>)call("group-set",
-                Map.of("name", name, "rpo_target_ms", rpoTargetMs(rpoTarget)));
+            if (rpoTarget == null && mode == null)
+            {
+                System.err.println("blockmover group set: nothing to set: give --rpo-target, --mode, or both");
+                return 2;
+            }
+            final Map<String, Object> args = new java.util.LinkedHashMap<>();
+            args.put("name", name);
+            if (rpoTarget != null)
+            {
+                args.put("rpo_target_ms", rpoTargetMs(rpoTarget));
+            }
+            if (mode != null)
+            {
+                args.put("mode", mode);
+            }
+            final Map<String, Object> status = (Map<String, Object>)call("group-set", args);
             if (json)
             {
                 printJson(status);
             }
             else
             {
-                System.out.println("group " + name + ": RPO target " + (status.get("rpo_target_s") == null ? "none" :
+                System.out.println("group " + name + ": " + status.get("mode") + ", RPO target " +
+                    (status.get("rpo_target_s") == null ? "none" :
                     RpoTarget.format(Math.round(((Number)status.get("rpo_target_s")).doubleValue() * 1000))));
             }
             return 0;

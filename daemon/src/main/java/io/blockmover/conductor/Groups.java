@@ -541,20 +541,53 @@ final class Groups implements AutoCloseable
             if (destinations.containsKey(name))
             {
                 throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
-                    "set its RPO target on its source, " + destinations.get(name).config.peer);
+                    "change its settings on its source, " + destinations.get(name).config.peer);
             }
             throw noSuchGroup(name);
         }
-        if (!args.containsKey("rpo_target_ms"))
+        if (!args.containsKey("rpo_target_ms") && !args.containsKey("mode"))
         {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target");
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target or --mode");
         }
-        handle.config.rpoTargetMs = rpoTargetMs(args);
-        store.save(handle.config);
-        handle.settingsChanged();
-        conductor.log("group " + name + ": RPO target " + (handle.config.rpoTargetMs == 0 ? "removed" :
-            "set to " + io.blockmover.replication.group.RpoTarget.format(handle.config.rpoTargetMs)));
+        final GroupMode mode = args.containsKey("mode") ? parseMode(args.get("mode")) : handle.config.mode;
+        if (mode != handle.config.mode && handle.isSwitching())
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is switching roles with " +
+                handle.config.peer + ": change its mode once the switch is done");
+        }
+        if (args.containsKey("rpo_target_ms"))
+        {
+            handle.config.rpoTargetMs = rpoTargetMs(args);
+            store.save(handle.config);
+            handle.settingsChanged();
+            conductor.log("group " + name + ": RPO target " + (handle.config.rpoTargetMs == 0 ? "removed" :
+                "set to " + io.blockmover.replication.group.RpoTarget.format(handle.config.rpoTargetMs)));
+        }
+        if (mode != handle.config.mode)
+        {
+            final GroupMode was = handle.config.mode;
+            handle.config.mode = mode;
+            store.save(handle.config);
+            handle.modeChanged();
+            conductor.log("group " + name + ": mode changed from " + was.label() + " to " + mode.label() + (mode ==
+                GroupMode.SYNC ? ": writes wait for " + handle.config.peer + " again once it has caught up with " +
+                "what it lacks" : ": writes no longer wait for " + handle.config.peer) + "; the session with it " +
+                "starts over so that it takes the change");
+        }
         return handle.status();
+    }
+
+    private static GroupMode parseMode(final Object raw)
+    {
+        if ("sync".equals(raw))
+        {
+            return GroupMode.SYNC;
+        }
+        if ("async".equals(raw))
+        {
+            return GroupMode.ASYNC;
+        }
+        throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--mode must be sync or async, not " + raw);
     }
 
     private boolean exists(final String name)
@@ -1030,6 +1063,15 @@ final class Groups implements AutoCloseable
             }
             if (handle.config.adoptSettings(open))
             {
+                store.save(handle.config);
+            }
+            final GroupMode mode = GroupMode.parse(String.valueOf(open.get("mode")));
+            if (mode != handle.config.mode)
+            {
+                // 'group set --mode' on the source: this session's receiver forces as the new mode wants.
+                conductor.log("group " + name + ": mode changed from " + handle.config.mode.label() + " to " +
+                    mode.label() + " by " + peer);
+                handle.config.mode = mode;
                 store.save(handle.config);
             }
         }

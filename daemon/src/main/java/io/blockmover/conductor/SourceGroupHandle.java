@@ -361,6 +361,30 @@ final class SourceGroupHandle
         }
     }
 
+    boolean isSwitching()
+    {
+        return switching;
+    }
+
+    /**
+     * The group's mode changed ('group set --mode'): writes follow it at once (SourceGroup reads it for each one);
+     * the session starts over so that the partner takes it from the next OPEN and its receiver forces as the mode
+     * wants, and the bandwidth limit moves to where the mode puts it (async: the shipper, the whole stream; sync:
+     * the resync only, never the writes). Whatever the partner lacks is sent again from the log when it
+     * reconnects, at once.
+     */
+    void modeChanged()
+    {
+        if (resyncer != null)
+        {
+            resyncer.rateLimit(config.mode == GroupMode.SYNC ? conductor.peerRates().bucket(config.peer) : null,
+                conductor.clock());
+        }
+        closeSession();
+        retryAtNs = 0;
+        backoffNs = FIRST_RETRY_NS;
+    }
+
     private void startConnect(final long nowNs)
     {
         attempts++;

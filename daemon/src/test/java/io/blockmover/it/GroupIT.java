@@ -226,6 +226,77 @@ class GroupIT
         GroupChecks.delete(testbed, name);
     }
 
+    /**
+     * Storage Replica's Set-SRPartnership -ReplicationMode: a running group's mode changes on the source, the
+     * partner takes it at the next OPEN (the session starts over at once), and writes follow it: async writes no
+     * longer wait for a partner held to 1 MiB/s, sync writes wait for it again once it has caught up.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void shouldChangeTheModeOfARunningGroupBothWays() throws Exception
+    {
+        assumeTools("fio");
+        final String name = "modes";
+        final Path[] sources = randomFiles(name + "-src", 1, 37);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "sync", "--log-size", "64m"));
+        awaitReplicated(testbed, name, 60);
+        final String uri = GroupChecks.uri(created, 0);
+        try
+        {
+            final Run toAsync = testbed.cli("site-a", "group", "set", name, "--mode", "async").expect(0);
+            assertTrue(toAsync.stdout().contains("group " + name + ": async"), toAsync.toString());
+            Testbed.await("site-b to take the async mode", 10, () -> "async".equals(testbed.group("site-b", name)
+                .get("mode")) && "receiving".equals(GroupChecks.state(testbed.group("site-b", name))));
+            assertTrue(testbed.log("site-b").contains("group " + name + ": mode changed from sync to async by " +
+                "site-a"));
+
+            // Async: 8 MiB written in far less than the 8 s the partner needs for them at 1 MiB/s.
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "max_rate", MIB));
+            final long acksBefore = partnerAcks(name);
+            final long startNs = System.nanoTime();
+            // fio, not qemu-io: qemu-io writes through (FUA), and a FUA write waits for a flush, not an ACK.
+            tool("fio", "--name=async", "--ioengine=nbd", "--uri=" + uri, "--rw=write", "--bs=1m", "--size=8m");
+            final long writeMs = java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs);
+            final Map<String, Object> behind = testbed.group("site-a", name);
+            assertTrue(number(behind, "rpo_bytes") > 2 * MIB, "async writes did not wait: " + behind);
+            assertTrue(writeMs < 6000, "8 MiB took " + writeMs + " ms: the writes waited for the partner");
+            assertEquals(acksBefore, partnerAcks(name), "no write waited for the partner's ACK");
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+
+            // Back to sync: once the partner has caught up, every write waits for its ACK again.
+            testbed.cli("site-a", "group", "set", name, "--mode", "sync").expect(0);
+            final Map<String, Object> caughtUp = awaitReplicated(testbed, name, 60);
+            assertEquals("sync", caughtUp.get("mode"), caughtUp.toString());
+            Testbed.await("site-b to take the sync mode", 10, () -> "sync".equals(testbed.group("site-b", name)
+                .get("mode")));
+            final long acksSync = partnerAcks(name);
+            tool("fio", "--name=sync", "--ioengine=nbd", "--uri=" + uri, "--rw=write", "--bs=64k", "--size=1m",
+                "--offset=8m");
+            assertEquals(acksSync + 16, partnerAcks(name), "each sync write waited for the partner's ACK");
+
+            awaitReplicated(testbed, name, 60);
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+            final String groupJson = java.nio.file.Files.readString(testbed.dir.resolve("site-b/state/groups/" +
+                name + "/group.json"));
+            assertTrue(groupJson.contains("\"mode\" : \"sync\"") || groupJson.contains("\"mode\":\"sync\""),
+                groupJson);
+        }
+        finally
+        {
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static long partnerAcks(final String name)
+    {
+        final Map<String, Object> latency = (Map<String, Object>)testbed.group("site-a", name).get("latency");
+        return number((Map<String, Object>)latency.get("partner_ack"), "count");
+    }
+
     @Test
     @SuppressWarnings("unchecked")
     void shouldSendOnlyTheRegionsThatDifferWhenSeeded() throws Exception

@@ -17,7 +17,8 @@ public final class GroupConfig
     public final String name;
     public final String role;
     public final String peer;
-    public final GroupMode mode;
+    /** Changed only by 'group set --mode' on the source (and on the destination by the next OPEN). */
+    public volatile GroupMode mode;
     public final boolean blockOnDisconnect;
     public final List<VolumePair> volumes;
     public final long logSize;

@@ -26,7 +26,7 @@ public final class Resyncer implements Agent
     private volatile String failure;
     private volatile long failures;
     private final RetryBackoff retry = new RetryBackoff();
-    private TokenBucket rateLimit;
+    private volatile TokenBucket rateLimit;
     private NanoClock clock;
 
     /**
@@ -48,9 +48,9 @@ public final class Resyncer implements Agent
 
     /**
      * Limits the resync to the peer's bandwidth limit (sync groups, whose writes the shipper must not hold back).
-     * Conductor thread, before the resyncer starts.
+     * Conductor thread, before the resyncer starts or while it runs (a change of the group's mode).
      *
-     * @param bucket the peer's bucket.
+     * @param bucket the peer's bucket, or null for none (async: the shipper holds the whole stream to it).
      * @param clock  clock of the bucket.
      */
     public void rateLimit(final TokenBucket bucket, final NanoClock clock)
@@ -100,7 +100,8 @@ public final class Resyncer implements Agent
                 region = 0;
                 continue;
             }
-            if (rateLimit != null && !rateLimit.isAvailable(clock.nanoTime()))
+            final TokenBucket limit = rateLimit;
+            if (limit != null && !limit.isAvailable(clock.nanoTime()))
             {
                 region = next;
                 return 0;
@@ -131,9 +132,9 @@ public final class Resyncer implements Agent
                 return 0;
             }
             retry.succeeded();
-            if (rateLimit != null)
+            if (limit != null)
             {
-                rateLimit.consume(Math.min(group.config().regionLength,
+                limit.consume(Math.min(group.config().regionLength,
                     group.config().volumes.get(volume).size - next * group.config().regionLength), clock.nanoTime());
             }
             region = next + 1;
