@@ -389,13 +389,16 @@ final class GroupCommand implements Callable<Integer>
         description = {
             "Change a setting of a running source group, without interrupting replication.",
             "",
-            "Its RPO target, and its mode. Run it on the source host; the change is saved in the group's",
-            "group.json, and the partner takes it too.",
+            "Its RPO target, its mode and what it does while the partner is away. Run it on the source host;",
+            "the change is saved in the group's group.json, and the partner keeps it too (for a switch).",
             "",
             "--mode async: writes stop waiting for the partner at once (for a link that got slow or far, or",
             "a bulk load); --mode sync: once the partner has caught up with what it lacks (status says",
             "replicating), every write waits for it again, RPO zero. The session with the partner starts over",
-            "so that it takes the change (it reconnects at once; nothing is resent that it holds)."})
+            "so that it takes the change (it reconnects at once; nothing is resent that it holds).",
+            "",
+            "--on-disconnect block: a sync group's writes wait while the partner is away (RPO zero kept, at the",
+            "price of availability); continue: they go on, tracked, and those waiting now go on at once."})
     static final class Set extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
@@ -408,13 +411,18 @@ final class GroupCommand implements Callable<Integer>
         @Option(names = "--mode", paramLabel = "sync|async", description = "new replication mode")
         String mode;
 
+        @Option(names = "--on-disconnect", paramLabel = "continue|block", description = "what a sync group's " +
+            "writes do while the partner is away: go on, tracked, or wait for it")
+        String onDisconnect;
+
         @Override
         @SuppressWarnings("unchecked")
         public Integer call()
         {
-            if (rpoTarget == null && mode == null)
+            if (rpoTarget == null && mode == null && onDisconnect == null)
             {
-                System.err.println("blockmover group set: nothing to set: give --rpo-target, --mode, or both");
+                System.err.println("blockmover group set: nothing to set: give --rpo-target, --mode or " +
+                    "--on-disconnect");
                 return 2;
             }
             final Map<String, Object> args = new java.util.LinkedHashMap<>();
@@ -427,6 +435,10 @@ final class GroupCommand implements Callable<Integer>
             {
                 args.put("mode", mode);
             }
+            if (onDisconnect != null)
+            {
+                args.put("on_disconnect", onDisconnect);
+            }
             final Map<String, Object> status = (Map<String, Object>)call("group-set", args);
             if (json)
             {
@@ -434,8 +446,8 @@ final class GroupCommand implements Callable<Integer>
             }
             else
             {
-                System.out.println("group " + name + ": " + status.get("mode") + ", RPO target " +
-                    (status.get("rpo_target_s") == null ? "none" :
+                System.out.println("group " + name + ": " + status.get("mode") + ", on-disconnect " +
+                    status.get("on_disconnect") + ", RPO target " + (status.get("rpo_target_s") == null ? "none" :
                     RpoTarget.format(Math.round(((Number)status.get("rpo_target_s")).doubleValue() * 1000))));
             }
             return 0;

@@ -330,7 +330,8 @@ final class DestinationGroupHandle
         store.save(config);
         conductor.log("group " + config.name + ": settings from " + config.peer + " kept for a switch: RPO target " +
             io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs) + ", verify every " +
-            io.blockmover.replication.verify.VerifyInterval.format(config.verifyIntervalMs));
+            io.blockmover.replication.verify.VerifyInterval.format(config.verifyIntervalMs) + ", on-disconnect " +
+            (config.blockOnDisconnect ? "block" : "continue"));
         return 1;
     }
 

@@ -545,9 +545,16 @@ final class Groups implements AutoCloseable
             }
             throw noSuchGroup(name);
         }
-        if (!args.containsKey("rpo_target_ms") && !args.containsKey("mode"))
+        if (!args.containsKey("rpo_target_ms") && !args.containsKey("mode") && !args.containsKey("on_disconnect"))
         {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target or --mode");
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target, --mode or " +
+                "--on-disconnect");
+        }
+        final Object onDisconnect = args.get("on_disconnect");
+        if (onDisconnect != null && !"block".equals(onDisconnect) && !"continue".equals(onDisconnect))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--on-disconnect must be continue or block, not " +
+                onDisconnect);
         }
         final GroupMode mode = args.containsKey("mode") ? parseMode(args.get("mode")) : handle.config.mode;
         if (mode != handle.config.mode && handle.isSwitching())
@@ -562,6 +569,16 @@ final class Groups implements AutoCloseable
             handle.settingsChanged();
             conductor.log("group " + name + ": RPO target " + (handle.config.rpoTargetMs == 0 ? "removed" :
                 "set to " + io.blockmover.replication.group.RpoTarget.format(handle.config.rpoTargetMs)));
+        }
+        if (onDisconnect != null && "block".equals(onDisconnect) != handle.config.blockOnDisconnect)
+        {
+            handle.config.blockOnDisconnect = "block".equals(onDisconnect);
+            store.save(handle.config);
+            handle.settingsChanged();
+            handle.onDisconnectChanged();
+            conductor.log("group " + name + ": on-disconnect " + onDisconnect + (handle.config.blockOnDisconnect ?
+                ": a sync group's writes wait while " + handle.config.peer + " is away" : ": writes go on, tracked, " +
+                "while " + handle.config.peer + " is away (those waiting now go on)"));
         }
         if (mode != handle.config.mode)
         {

@@ -334,7 +334,8 @@ final class SourceGroupHandle
 
     /**
      * The group's settings travel with every OPEN, so that the destination holds them when it becomes the source
-     * (a switch or a failover): the RPO target and the verify schedule belong to the group, not to one host.
+     * (a switch or a failover): the RPO target, the verify schedule and on-disconnect belong to the group, not to
+     * one host.
      */
     private void putSettings(final Map<String, Object> open)
     {
@@ -364,6 +365,18 @@ final class SourceGroupHandle
     boolean isSwitching()
     {
         return switching;
+    }
+
+    /**
+     * 'group set --on-disconnect': writes held for an absent partner re-check (SourceGroup reads the setting for
+     * each write).
+     */
+    void onDisconnectChanged()
+    {
+        if (group != null)
+        {
+            group.onDisconnectChanged();
+        }
     }
 
     /**

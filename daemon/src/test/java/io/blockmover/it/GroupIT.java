@@ -290,6 +290,61 @@ class GroupIT
         }
     }
 
+    /**
+     * on-disconnect belongs to the group, as its RPO target does: it travels to the destination, so a switch keeps
+     * it (before, a destination was created with continue and a switch dropped block without a word: the new source
+     * acknowledged writes its partner never got). 'group set --on-disconnect' changes it, and writes held for an
+     * absent partner go on at once when it becomes continue.
+     */
+    @Test
+    void shouldKeepOnDisconnectAcrossASwitchAndReleaseHeldWritesWhenItChanges() throws Exception
+    {
+        assumeTools("fio");
+        final String name = "policy";
+        final Path[] sources = randomFiles(name + "-src", 1, 41);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        GroupChecks.create(testbed, name, concat(volumeOptions(sources, destinations), "--mode", "sync",
+            "--log-size", "32m"));
+        awaitReplicated(testbed, name, 60);
+        try
+        {
+            final Run set = testbed.cli("site-a", "group", "set", name, "--on-disconnect", "block").expect(0);
+            assertTrue(set.stdout().contains("on-disconnect block"), set.toString());
+            Testbed.await("site-b to keep on-disconnect block", 10, () -> testbed.log("site-b").contains("group " +
+                name + ": settings from site-a kept for a switch: RPO target 0s, verify every off, on-disconnect " +
+                "block"));
+
+            testbed.cli("site-a", "group", "switch", name).expect(0);
+            assertEquals("block", testbed.group("site-b", name).get("on_disconnect"), "kept across the switch");
+
+            // site-b is the source now: its partner away, a write waits, until on-disconnect becomes continue.
+            testbed.stop("site-a");
+            Testbed.await("site-b to notice", 30, () -> "degraded".equals(state(testbed.group("site-b", name))));
+            final String uri = "nbd+unix:///" + name + "/" + destinations[0].getFileName() + "?socket=" +
+                testbed.nbdSocket("site-b");
+            final java.util.concurrent.CompletableFuture<Run> write = java.util.concurrent.CompletableFuture
+                .supplyAsync(() -> tool("fio", "--name=held", "--ioengine=nbd", "--uri=" + uri, "--rw=write",
+                    "--bs=64k", "--size=64k"));
+            Thread.sleep(2000);
+            assertFalse(write.isDone(), "a write went on while the partner was away, with on-disconnect block");
+            testbed.cli("site-b", "group", "set", name, "--on-disconnect", "continue").expect(0);
+            write.get(20, java.util.concurrent.TimeUnit.SECONDS);
+
+            testbed.start("site-a");
+            Testbed.await("site-b to replicate again", 60, () -> "replicating".equals(state(testbed.group("site-b",
+                name))) && number(testbed.group("site-b", name), "dirty_regions") == 0);
+            testbed.cli("site-b", "group", "switch", name).expect(0);
+            awaitReplicated(testbed, name, 60);
+            assertEquals("continue", testbed.group("site-a", name).get("on_disconnect"), "kept across the switch");
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        }
+        finally
+        {
+            testbed.start("site-a");
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
     @SuppressWarnings("unchecked")
     private static long partnerAcks(final String name)
     {

@@ -19,7 +19,12 @@ public final class GroupConfig
     public final String peer;
     /** Changed only by 'group set --mode' on the source (and on the destination by the next OPEN). */
     public volatile GroupMode mode;
-    public final boolean blockOnDisconnect;
+    /**
+     * Whether a sync source's writes wait while its partner is away (on-disconnect block) rather than go on, tracked
+     * (continue). A setting of the group: it travels to the destination (OPEN, SETTINGS), so a switch keeps it,
+     * and 'group set --on-disconnect' changes it.
+     */
+    public volatile boolean blockOnDisconnect;
     public final List<VolumePair> volumes;
     public final long logSize;
     public final int regionLength;
@@ -38,8 +43,8 @@ public final class GroupConfig
     public long verifyIntervalMs;
 
     /**
-     * Takes the group's settings (RPO target, verify schedule) as the source sent them; a key that is missing
-     * (a source older than this one) keeps what is here.
+     * Takes the group's settings (RPO target, verify schedule, on-disconnect) as the source sent them; a key that is
+     * missing (a source older than this one) keeps what is here.
      *
      * @param from the OPEN or SETTINGS fields.
      * @return whether a setting changed.
@@ -48,9 +53,12 @@ public final class GroupConfig
     {
         final long rpo = from.get("rpo_target_ms") instanceof Number n ? n.longValue() : rpoTargetMs;
         final long verify = from.get("verify_interval_ms") instanceof Number n ? n.longValue() : verifyIntervalMs;
-        final boolean changed = rpo != rpoTargetMs || verify != verifyIntervalMs;
+        final boolean block = from.get("on_disconnect") instanceof String text ? "block".equals(text) :
+            blockOnDisconnect;
+        final boolean changed = rpo != rpoTargetMs || verify != verifyIntervalMs || block != blockOnDisconnect;
         rpoTargetMs = rpo;
         verifyIntervalMs = verify;
+        blockOnDisconnect = block;
         return changed;
     }
 
@@ -62,6 +70,7 @@ public final class GroupConfig
         final java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
         m.put("rpo_target_ms", rpoTargetMs);
         m.put("verify_interval_ms", verifyIntervalMs);
+        m.put("on_disconnect", blockOnDisconnect ? "block" : "continue");
         return m;
     }
     /** Source only: writes through the NBD exports refused by 'group freeze' (a cluster demoted it). */

@@ -1216,6 +1216,15 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
+     * The group's on-disconnect setting changed: writes waiting for an absent partner re-check whether they still
+     * wait (to continue: they go on, tracked).
+     */
+    public void onDisconnectChanged()
+    {
+        wakeAllWaiters();
+    }
+
+    /**
      * Refuses new writes (a role switch is draining the group), or accepts them again.
      *
      * @param value whether writes are refused.
