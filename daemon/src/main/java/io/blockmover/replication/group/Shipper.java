@@ -221,7 +221,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             }
             try
             {
-                send(clock.nanoTime());
+                send(clock.nanoTime(), false);
                 pending = connection.isSendPending();
             }
             catch (final IOException | RuntimeException ex)
@@ -273,7 +273,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             sendLock.lock();
             try
             {
-                work += send(nowNs);
+                work += send(nowNs, true);
             }
             finally
             {
@@ -490,8 +490,11 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
 
     /**
      * Sends what is due, under sendLock.
+     *
+     * @param agent whether on the agent's own thread: only it sends PROGRESS, whose figures (the dirty bitmaps'
+     *              cardinality) a client's write must not wait for.
      */
-    private int send(final long nowNs) throws IOException
+    private int send(final long nowNs, final boolean agent) throws IOException
     {
         int work = 0;
         // Every frame of this duty cycle goes out in one write where the transport can (TCP): at queue depth 16,
@@ -510,7 +513,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 connection.startSend(sendHeader, null);
                 flushSentLsn = flushWanted;
             }
-            else if (progressToPartner && nowNs - lastProgressNs >= heartbeatIntervalNs)
+            else if (agent && progressToPartner && nowNs - lastProgressNs >= heartbeatIntervalNs)
             {
                 // Ahead of records and the rate limit: while a backlog drains, this is how the partner knows how
                 // far it has to go, and what it would lose if this host were gone.
