@@ -57,6 +57,7 @@ final class DestinationGroupHandle
     private long linkedSinceMs;
     private TestMount testMount;
     private String testMountError;
+    private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
     /** When the last session from the source ended (0: none yet): how long a failover has been waiting. */
     private long unlinkedSinceMs;
 
@@ -270,7 +271,7 @@ final class DestinationGroupHandle
             testMount = null;
             return 1;
         }
-        final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged();
+        final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged() + checkRpo();
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -406,6 +407,25 @@ final class DestinationGroupHandle
             receiver = null;
             saveSourceReport();
         }
+    }
+
+    /**
+     * The group's RPO target, checked here too against the RPO its source last reported (with the same hysteresis
+     * as on the source): the DR site's events and metrics say when it is exceeded, without asking the source.
+     */
+    private int checkRpo()
+    {
+        final Map<String, Object> report = sourceReport();
+        if (report == null || !rpoTarget.update(((Number)report.get("rpo_seconds")).doubleValue(),
+            config.rpoTargetMs))
+        {
+            return 0;
+        }
+        conductor.log("group " + config.name + ": RPO " + String.format(java.util.Locale.ROOT, "%.1f",
+            ((Number)report.get("rpo_seconds")).doubleValue()) + " s, as " + config.peer + " reports it, " +
+            (rpoTarget.isExceeded() ? "exceeds" : "is back within") + " its target of " +
+            io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs));
+        return 1;
     }
 
     /**
@@ -562,6 +582,12 @@ final class DestinationGroupHandle
             if (report != null)
             {
                 s.put("source_report", report);
+                if (config.rpoTargetMs > 0)
+                {
+                    // As on the source, from the reported RPO: events say rpo=exceeded here too.
+                    s.put("rpo_target_s", config.rpoTargetMs / 1000.0);
+                    s.put("rpo_target_exceeded", rpoTarget.isExceeded());
+                }
             }
             if (receiver != null)
             {

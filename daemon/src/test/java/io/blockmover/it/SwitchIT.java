@@ -133,7 +133,7 @@ class SwitchIT
         try
         {
             final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
-                "64m", "--volume", first + "=" + second);
+                "64m", "--rpo-target", "2s", "--volume", first + "=" + second);
             awaitReplicated(testbed, name, 60);
             Testbed.await("site-b to hear that it lacks nothing", 10, () -> testbed.group("site-b", name)
                 .get("source_report") instanceof Map<?, ?> r && ((Number)r.get("rpo_bytes")).longValue() == 0);
@@ -151,6 +151,13 @@ class SwitchIT
             final String line = testbed.cli("site-b", "group", "status", name).expect(0).stdout();
             assertTrue(line.contains("behind site-a: ") && line.contains(" records, ") &&
                 line.contains("not yet durable here"), line);
+            // The RPO target is checked on the destination too, against the reported RPO: its events say so.
+            Testbed.await("site-b to see the RPO target exceeded", 15, () -> Boolean.TRUE.equals(testbed.group(
+                "site-b", name).get("rpo_target_exceeded")));
+            final String events = testbed.cli("site-b", "events", "--now").expect(0).stdout();
+            assertTrue(events.lines().anyMatch((l) -> l.contains("group name=" + name) && l.contains("rpo=exceeded")),
+                events);
+            assertTrue(testbed.log("site-b").contains("as site-a reports it, exceeds its target of 2s"));
 
             testbed.kill("site-a");
             Testbed.await("site-b to notice", 30, () -> !"receiving".equals(GroupChecks.state(testbed.group(
