@@ -238,10 +238,13 @@ abstract class GroupProgress implements AutoCloseable
                 directionKnown = true;
                 towardsPeer = "source".equals(status.get("role"));
             }
-            // Asked on the destination: what its source last said it lacks (a second old at most). Once the roles
-            // are reversed, the figures are of the other direction: not this switch's.
-            final Object rpo = !String.valueOf(status.get("role")).equals(towardsPeer ? "source" : "destination") ?
-                null : towardsPeer ? status.get("rpo_bytes") :
+            // Once the roles are reversed, the figures are of the other direction: not this switch's.
+            if (!(towardsPeer ? "source" : "destination").equals(status.get("role")))
+            {
+                return;
+            }
+            // Asked on the destination: what its source last said it lacks (a second old at most).
+            final Object rpo = towardsPeer ? status.get("rpo_bytes") :
                 status.get("source_report") instanceof Map<?, ?> report ? report.get("rpo_bytes") : null;
             if (!(rpo instanceof Number))
             {

@@ -20,6 +20,7 @@ import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupReceiver;
 import io.blockmover.replication.group.GroupState;
 import io.blockmover.replication.group.LogForcer;
+import io.blockmover.replication.group.RpoTarget;
 import io.blockmover.replication.group.SourceReport;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.ConnectionIdleStrategy;
@@ -57,7 +58,7 @@ final class DestinationGroupHandle
     private long linkedSinceMs;
     private TestMount testMount;
     private String testMountError;
-    private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
+    private final RpoTarget rpoTarget = new RpoTarget();
     /** When the last session from the source ended (0: none yet): how long a failover has been waiting. */
     private long unlinkedSinceMs;
 
@@ -330,9 +331,9 @@ final class DestinationGroupHandle
         }
         store.save(config);
         conductor.log("group " + config.name + ": settings from " + config.peer + " kept for a switch: RPO target " +
-            io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs) + ", verify every " +
+            RpoTarget.format(config.rpoTargetMs) + ", verify every " +
             io.blockmover.replication.verify.VerifyInterval.format(config.verifyIntervalMs) + ", on-disconnect " +
-            (config.blockOnDisconnect ? "block" : "continue"));
+            config.onDisconnectLabel());
         return 1;
     }
 
@@ -415,16 +416,14 @@ final class DestinationGroupHandle
      */
     private int checkRpo()
     {
-        final Map<String, Object> report = sourceReport();
-        if (report == null || !rpoTarget.update(((Number)report.get("rpo_seconds")).doubleValue(),
-            config.rpoTargetMs))
+        final double rpoSeconds = group == null ? Double.NaN : group.sourceReport().rpoSeconds();
+        if (Double.isNaN(rpoSeconds) || !rpoTarget.update(rpoSeconds, config.rpoTargetMs))
         {
             return 0;
         }
-        conductor.log("group " + config.name + ": RPO " + String.format(java.util.Locale.ROOT, "%.1f",
-            ((Number)report.get("rpo_seconds")).doubleValue()) + " s, as " + config.peer + " reports it, " +
-            (rpoTarget.isExceeded() ? "exceeds" : "is back within") + " its target of " +
-            io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs));
+        conductor.log("group " + config.name + ": RPO " + String.format(java.util.Locale.ROOT, "%.1f", rpoSeconds) +
+            " s, as " + config.peer + " reports it, " + (rpoTarget.isExceeded() ? "exceeds" : "is back within") +
+            " its target of " + RpoTarget.format(config.rpoTargetMs));
         return 1;
     }
 

@@ -378,21 +378,8 @@ final class Groups implements AutoCloseable
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, "missing --peer");
         }
         conductor.peerConfig(peer);
-        final GroupMode mode;
-        try
-        {
-            mode = GroupMode.parse(String.valueOf(args.getOrDefault("mode", "sync")));
-        }
-        catch (final IllegalArgumentException ex)
-        {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, ex.getMessage());
-        }
-        final String onDisconnect = String.valueOf(args.getOrDefault("on_disconnect", "continue"));
-        if (!"continue".equals(onDisconnect) && !"block".equals(onDisconnect))
-        {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--on-disconnect must be continue or block, not '" +
-                onDisconnect + "'");
-        }
+        final GroupMode mode = modeArg(args.getOrDefault("mode", "sync"));
+        final boolean blockOnDisconnect = blockOnDisconnectArg(args.getOrDefault("on_disconnect", "continue"));
         final long logSize = args.get("log_size") instanceof Number n ? n.longValue() : conductor.ctx().groupLogSize();
         final long verifyIntervalMs = args.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
         if (logSize < 16L * conductor.ctx().chunkLength())
@@ -432,7 +419,7 @@ final class Groups implements AutoCloseable
             pairs.add(pair);
         }
         final GroupConfig config = new GroupConfig(name, GroupConfig.ROLE_SOURCE, peer, mode,
-            "block".equals(onDisconnect), pairs, logSize, conductor.ctx().chunkLength(), System.currentTimeMillis());
+            blockOnDisconnect, pairs, logSize, conductor.ctx().chunkLength(), System.currentTimeMillis());
         config.rpoTargetMs = rpoTargetMs(args);
         config.verifyIntervalMs = verifyIntervalMs;
         config.seeding = Boolean.TRUE.equals(args.get("seeded"));
@@ -550,13 +537,9 @@ final class Groups implements AutoCloseable
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target, --mode or " +
                 "--on-disconnect");
         }
-        final Object onDisconnect = args.get("on_disconnect");
-        if (onDisconnect != null && !"block".equals(onDisconnect) && !"continue".equals(onDisconnect))
-        {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--on-disconnect must be continue or block, not " +
-                onDisconnect);
-        }
-        final GroupMode mode = args.containsKey("mode") ? parseMode(args.get("mode")) : handle.config.mode;
+        final boolean block = args.containsKey("on_disconnect") ? blockOnDisconnectArg(args.get("on_disconnect")) :
+            handle.config.blockOnDisconnect;
+        final GroupMode mode = args.containsKey("mode") ? modeArg(args.get("mode")) : handle.config.mode;
         if (mode != handle.config.mode && handle.isSwitching())
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is switching roles with " +
@@ -570,13 +553,13 @@ final class Groups implements AutoCloseable
             conductor.log("group " + name + ": RPO target " + (handle.config.rpoTargetMs == 0 ? "removed" :
                 "set to " + io.blockmover.replication.group.RpoTarget.format(handle.config.rpoTargetMs)));
         }
-        if (onDisconnect != null && "block".equals(onDisconnect) != handle.config.blockOnDisconnect)
+        if (block != handle.config.blockOnDisconnect)
         {
-            handle.config.blockOnDisconnect = "block".equals(onDisconnect);
+            handle.config.blockOnDisconnect = block;
             store.save(handle.config);
             handle.settingsChanged();
             handle.onDisconnectChanged();
-            conductor.log("group " + name + ": on-disconnect " + onDisconnect + (handle.config.blockOnDisconnect ?
+            conductor.log("group " + name + ": on-disconnect " + handle.config.onDisconnectLabel() + (block ?
                 ": a sync group's writes wait while " + handle.config.peer + " is away" : ": writes go on, tracked, " +
                 "while " + handle.config.peer + " is away (those waiting now go on)"));
         }
@@ -594,17 +577,28 @@ final class Groups implements AutoCloseable
         return handle.status();
     }
 
-    private static GroupMode parseMode(final Object raw)
+    /** --mode of group create and group set. */
+    private static GroupMode modeArg(final Object raw)
     {
-        if ("sync".equals(raw))
+        try
         {
-            return GroupMode.SYNC;
+            return GroupMode.parse(String.valueOf(raw));
         }
-        if ("async".equals(raw))
+        catch (final IllegalArgumentException ex)
         {
-            return GroupMode.ASYNC;
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, ex.getMessage());
         }
-        throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--mode must be sync or async, not " + raw);
+    }
+
+    /** --on-disconnect of group create and group set: whether it is block. */
+    private static boolean blockOnDisconnectArg(final Object raw)
+    {
+        if (!"continue".equals(raw) && !"block".equals(raw))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--on-disconnect must be continue or block, not '" +
+                raw + "'");
+        }
+        return "block".equals(raw);
     }
 
     private boolean exists(final String name)

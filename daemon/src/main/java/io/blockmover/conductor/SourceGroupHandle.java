@@ -1017,7 +1017,7 @@ final class SourceGroupHandle
     Map<String, Object> status()
     {
         final Map<String, Object> s = config.statusHead(state().label());
-        s.put("on_disconnect", config.blockOnDisconnect ? "block" : "continue");
+        s.put("on_disconnect", config.onDisconnectLabel());
         s.put("frozen", config.frozen);
         if (switching)
         {

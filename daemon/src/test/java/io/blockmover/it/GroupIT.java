@@ -325,8 +325,8 @@ class GroupIT
             final java.util.concurrent.CompletableFuture<Run> write = java.util.concurrent.CompletableFuture
                 .supplyAsync(() -> tool("fio", "--name=held", "--ioengine=nbd", "--uri=" + uri, "--rw=write",
                     "--bs=64k", "--size=64k"));
-            Thread.sleep(2000);
-            assertFalse(write.isDone(), "a write went on while the partner was away, with on-disconnect block");
+            assertThrows(java.util.concurrent.TimeoutException.class, () -> write.get(2, java.util.concurrent.TimeUnit
+                .SECONDS), "a write went on while the partner was away, with on-disconnect block");
             testbed.cli("site-b", "group", "set", name, "--on-disconnect", "continue").expect(0);
             write.get(20, java.util.concurrent.TimeUnit.SECONDS);
 

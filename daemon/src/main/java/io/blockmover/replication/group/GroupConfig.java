@@ -63,6 +63,14 @@ public final class GroupConfig
     }
 
     /**
+     * @return "block" or "continue", as --on-disconnect says it.
+     */
+    public String onDisconnectLabel()
+    {
+        return blockOnDisconnect ? "block" : "continue";
+    }
+
+    /**
      * @return the settings that travel with the group to its destination (OPEN, SETTINGS).
      */
     public java.util.Map<String, Object> settings()
@@ -70,7 +78,7 @@ public final class GroupConfig
         final java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
         m.put("rpo_target_ms", rpoTargetMs);
         m.put("verify_interval_ms", verifyIntervalMs);
-        m.put("on_disconnect", blockOnDisconnect ? "block" : "continue");
+        m.put("on_disconnect", onDisconnectLabel());
         return m;
     }
     /** Source only: writes through the NBD exports refused by 'group freeze' (a cluster demoted it). */
@@ -171,7 +179,7 @@ public final class GroupConfig
         r.put("role", role);
         r.put("peer", peer);
         r.put("mode", mode.label());
-        r.put("on_disconnect", blockOnDisconnect ? "block" : "continue");
+        r.put("on_disconnect", onDisconnectLabel());
         final List<Map<String, Object>> vols = new ArrayList<>();
         for (final VolumePair v : volumes)
         {

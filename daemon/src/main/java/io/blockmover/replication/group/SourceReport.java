@@ -97,6 +97,15 @@ public final class SourceReport
     }
 
     /**
+     * @return the source's RPO in seconds as it last reported it, or NaN if it reported nothing. For a check on
+     *     every duty cycle, which {@link #describe} would make allocate.
+     */
+    public synchronized double rpoSeconds()
+    {
+        return receivedMs == 0 ? Double.NaN : rpoMs / 1000.0;
+    }
+
+    /**
      * @param heldLsn the highest LSN this destination holds.
      * @param nowMs   now (epoch ms).
      * @return the last report, for group status ({@code source_report}), or null if none came since the daemon
