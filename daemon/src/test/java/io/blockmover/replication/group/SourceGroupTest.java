@@ -5,6 +5,7 @@ import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -131,6 +132,134 @@ class SourceGroupTest
         }
         assertFalse(cursor.next());
         assertEquals("g/volume.img", export.name());
+    }
+
+    /**
+     * 'group set --log-size': the group moves to a log of another size with every record the partner may lack, in
+     * place of the old log's file, and goes on from the next LSN; after a restart the new log is the group's.
+     */
+    @Test
+    void shouldMoveToALogOfAnotherSizeWithEveryRecordThePartnerMayLack() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        for (int i = 0; i < 5; i++)
+        {
+            export.write(i * 8192L, pattern(i, 4096), 4096, false);
+        }
+        export.write(1L << 20, pattern(9, REGION), REGION, false);
+        final RecordLog.Cursor held = group.log().newCursor();
+        held.position(group.log().headPosition());
+        assertTrue(held.next());
+        assertTrue(held.next());
+        group.log().release(held.position()); // The partner holds LSN 1 and 2 durably.
+
+        final RecordLog small = RecordLog.open(dir.resolve("log.small"), 128 * 1024, REGION);
+        assertEquals(-1, group.replaceLog(small, dir.resolve("log")), "76 KiB of records are more than half");
+        small.close();
+        assertEquals(1L << 20, group.log().capacity(), "nothing changed");
+
+        final RecordLog bigger = RecordLog.open(dir.resolve("log.resize"), 4L << 20, REGION);
+        assertEquals(4, group.replaceLog(bigger, dir.resolve("log")));
+        assertEquals(4L << 20, group.log().capacity());
+        assertEquals(dir.resolve("log"), group.log().path());
+        assertFalse(Files.exists(dir.resolve("log.resize")));
+        export.write(5 * 8192L, pattern(5, 4096), 4096, false);
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        for (int i = 2; i < 5; i++)
+        {
+            assertTrue(cursor.next());
+            assertEquals(i + 1, cursor.lsn());
+            assertEquals(i * 8192L, cursor.offset());
+            assertTrue(cursor.verifyPayload());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0);
+            assertArrayEquals(bytes(pattern(i, 4096), 4096), bytes(cursor.payload().slice(), 4096));
+        }
+        assertTrue(cursor.next());
+        assertEquals(6, cursor.lsn());
+        assertEquals(REGION, cursor.length());
+        assertTrue(cursor.next());
+        assertEquals(7, cursor.lsn(), "the next write goes on from the next LSN, in the new log");
+        assertEquals(5 * 8192L, cursor.offset());
+        assertFalse(cursor.next());
+        group.close();
+        group = null;
+        assertEquals(4L << 20, RecordLog.capacityOf(dir.resolve("log")));
+        group = open(GroupMode.ASYNC, 4L << 20);
+        assertEquals(3, group.log().headLsn(), "the partner may lack LSN 3 to 7, after a restart too");
+        assertEquals(7, group.log().tailLsn());
+    }
+
+    /**
+     * Writes go on while the log is replaced, again and again: every one of them is in the final log, once, in LSN
+     * order with no gap, flagged WRITTEN, its payload what the volume holds (no write appended to a log after its
+     * copy, none flagged in the wrong one).
+     */
+    @Test
+    void shouldLoseNoWriteThatRacesAReplacementOfTheLog() throws Exception
+    {
+        group = open(GroupMode.ASYNC, 8L << 20);
+        final NbdExport export = group.export(0);
+        final int writers = 4;
+        final int writesEach = 200;
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final Thread[] threads = new Thread[writers];
+        for (int w = 0; w < writers; w++)
+        {
+            final int writer = w;
+            threads[w] = new Thread(() ->
+            {
+                final ByteBuffer own = BufferUtil.allocateDirectAligned(4096, Slab.ALIGNMENT);
+                try
+                {
+                    for (int n = 0; n < writesEach; n++)
+                    {
+                        final int block = writer * writesEach + n;
+                        for (int b = 0; b < 4096; b++)
+                        {
+                            own.put(b, (byte)(block * 13 + b));
+                        }
+                        export.write(block * 4096L, own, 4096, false);
+                    }
+                }
+                catch (final Throwable t)
+                {
+                    failure.set(t);
+                }
+            });
+            threads[w].start();
+        }
+        int replaced = 0;
+        while (replaced < 6 && Arrays.stream(threads).anyMatch(Thread::isAlive))
+        {
+            final Path next = dir.resolve("log.resize");
+            final RecordLog bigger = RecordLog.open(next, replaced % 2 == 0 ? 16L << 20 : 8L << 20, REGION);
+            assertTrue(group.replaceLog(bigger, dir.resolve("log")) >= 0);
+            replaced++;
+        }
+        for (final Thread t : threads)
+        {
+            t.join(TimeUnit.SECONDS.toMillis(30));
+        }
+        assertNull(failure.get());
+        assertTrue(replaced >= 2, "the log was replaced while writes went on: " + replaced);
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        final byte[] volume = Files.readAllBytes(dir.resolve("volume.img"));
+        for (long lsn = 1; lsn <= writers * writesEach; lsn++)
+        {
+            assertTrue(cursor.next(), "LSN " + lsn + " is in the log");
+            assertEquals(lsn, cursor.lsn());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "LSN " + lsn + " flagged");
+            assertTrue(cursor.verifyPayload());
+            final byte[] payload = bytes(cursor.payload().slice(), 4096);
+            final byte[] onVolume = Arrays.copyOfRange(volume, (int)cursor.offset(), (int)cursor.offset() + 4096);
+            assertArrayEquals(onVolume, payload, "LSN " + lsn);
+        }
+        assertFalse(cursor.next());
     }
 
     @Test

@@ -118,6 +118,134 @@ class RecordLogTest
         }
     }
 
+    /**
+     * A resize copies the records not yet released into a new log byte for byte: the same LSNs, flags and CRCs, so a
+     * record damaged in the old log stays detectably damaged (a new CRC would pass its damage on as good data).
+     */
+    @Test
+    void shouldCopyTheUnreleasedRecordsIntoANewLogByteForByte() throws IOException
+    {
+        final long firstPosition;
+        try (RecordLog from = RecordLog.open(dir.resolve("from"), CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+            RecordLog to = RecordLog.open(dir.resolve("to"), 4 * CAPACITY, MAX_RECORD_LENGTH))
+        {
+            from.reset(7);
+            for (int i = 0; i < 4; i++)
+            {
+                payload.clear();
+                for (int b = 0; b < 3000; b++)
+                {
+                    payload.put(b, (byte)(i * 7 + b));
+                }
+                final long position = from.tryAppend(7 + i, i % 2, i * 4096L, i == 3 ? 0 : 4, payload, 0, 3000);
+                assertTrue(position >= 0);
+                if (i == 0)
+                {
+                    from.release(position);
+                }
+            }
+            final RecordLog.Cursor damage = from.newCursor();
+            damage.position(from.headPosition());
+            for (int i = 0; i < 3; i++)
+            {
+                assertTrue(damage.next());
+            }
+            damage.payload().put(damage.payload().position() + 10, (byte)0x5a); // LSN 10, through the mapping
+
+            assertEquals(3, to.copyUnreleasedFrom(from));
+            final RecordLog.Cursor copy = to.newCursor();
+            copy.position(to.headPosition());
+            for (int i = 1; i < 4; i++)
+            {
+                assertTrue(copy.next());
+                assertEquals(7 + i, copy.lsn());
+                assertEquals(i % 2, copy.volume());
+                assertEquals(i * 4096L, copy.offset());
+                assertEquals(i == 3 ? 0 : 4, copy.flags());
+                assertEquals(i != 3, copy.verifyPayload(), "LSN " + copy.lsn() + " damaged only if it was before");
+                assertEquals((byte)(i * 7 + 20), copy.payload().get(copy.payload().position() + 20));
+            }
+            assertFalse(copy.next());
+            assertEquals(8, to.headLsn());
+            assertEquals(10, to.tailLsn());
+            assertEquals(to.tailPosition(), to.forcedPosition(), "forced before it returns");
+            firstPosition = to.headPosition();
+        }
+        assertEquals(4 * CAPACITY, RecordLog.capacityOf(dir.resolve("to")));
+        try (RecordLog reopened = RecordLog.open(dir.resolve("to"), 4 * CAPACITY, MAX_RECORD_LENGTH))
+        {
+            assertEquals(8, reopened.headLsn(), "the copy's head is durable");
+            assertEquals(9, reopened.tailLsn(), "recovery ends before the damaged last record, as in the old log");
+            assertEquals(firstPosition, reopened.headPosition());
+        }
+    }
+
+    /**
+     * The copy of a running group's log: the records there when it starts are copied while appends go on; then, the
+     * appender stopped, a flag set since on a record already copied is taken again, and the records appended
+     * meanwhile follow.
+     */
+    @Test
+    void shouldCopyWhatWasAppendedAndFlaggedDuringTheFirstPartOfACopy() throws IOException
+    {
+        try (RecordLog from = RecordLog.open(dir.resolve("from"), CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+            RecordLog to = RecordLog.open(dir.resolve("to"), 2 * CAPACITY, MAX_RECORD_LENGTH))
+        {
+            from.reset(1);
+            final long first = from.tryAppend(1, 0, 0, 0, payload, 0, 5000);
+            assertTrue(from.tryAppend(2, 0, 8192, 4, payload, 0, 5000) >= 0);
+            final long resumeAt = to.startCopyFrom(from);
+            assertEquals(from.tailPosition(), resumeAt);
+            assertEquals(2, to.tailLsn());
+
+            from.markFlag(first, 4); // A write in flight reached its volume.
+            assertTrue(from.tryAppend(3, 1, 4096, 0, payload, 0, 700) >= 0);
+            assertEquals(3, to.finishCopyFrom(from, resumeAt));
+            final RecordLog.Cursor copy = to.newCursor();
+            copy.position(to.headPosition());
+            assertTrue(copy.next());
+            assertEquals(4, copy.flags(), "the flag set after the first part");
+            assertTrue(copy.next());
+            assertEquals(4, copy.flags());
+            assertTrue(copy.next());
+            assertEquals(3, copy.lsn());
+            assertEquals(1, copy.volume());
+            assertEquals(700, copy.length());
+            assertTrue(copy.verifyPayload());
+            assertFalse(copy.next());
+            assertEquals(to.tailPosition(), to.forcedPosition());
+        }
+    }
+
+    @Test
+    void shouldNotCopyIntoALogThatTheRecordsWouldMoreThanHalfFill() throws IOException
+    {
+        try (RecordLog from = RecordLog.open(dir.resolve("from"), CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH);
+            RecordLog to = RecordLog.open(dir.resolve("to"), CAPACITY / 2, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
+        {
+            from.reset(1);
+            for (int i = 0; i < 5; i++)
+            {
+                assertTrue(from.tryAppend(1 + i, 0, 0, 0, payload, 0, MAX_RECORD_LENGTH) >= 0);
+            }
+            assertEquals(-1, to.copyUnreleasedFrom(from), "5 x 64 KiB is more than half of 512 KiB");
+            assertTrue(to.isEmpty());
+            assertEquals(RecordLog.NULL_LSN, to.headLsn(), "nothing written");
+        }
+    }
+
+    @Test
+    void shouldReadALogsCapacityFromItsHeaderOnly() throws IOException
+    {
+        RecordLog.open(dir.resolve("log"), 2 * CAPACITY, MAX_RECORD_LENGTH).close();
+        assertEquals(2 * CAPACITY, RecordLog.capacityOf(dir.resolve("log")));
+        Files.write(dir.resolve("garbage"), new byte[FILE_HEADER_LENGTH]);
+        assertEquals(-1, RecordLog.capacityOf(dir.resolve("garbage")));
+        Files.write(dir.resolve("short"), new byte[100]);
+        assertEquals(-1, RecordLog.capacityOf(dir.resolve("short")));
+        assertEquals(-1, RecordLog.capacityOf(dir.resolve("missing")));
+    }
+
     @Test
     void shouldRoundTripRecordFieldsAndPayload()
     {
