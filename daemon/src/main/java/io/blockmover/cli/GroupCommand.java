@@ -137,15 +137,7 @@ final class GroupCommand implements Callable<Integer>
             args.put("volumes", vols);
             if (logSize != null)
             {
-                try
-                {
-                    args.put("log_size", Context.parseSize(logSize));
-                }
-                catch (final IllegalArgumentException ex)
-                {
-                    throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " +
-                        ex.getMessage());
-                }
+                args.put("log_size", sizeArg("--log-size", logSize));
             }
             if (seeded)
             {
@@ -272,6 +264,10 @@ final class GroupCommand implements Callable<Integer>
                 {
                     System.out.println("  activity log: " + hot + " regions (what a crash of this host resends)");
                 }
+                if (logResizeLine(g) != null)
+                {
+                    System.out.println("  " + logResizeLine(g));
+                }
                 final Map<String, Object> lat = (Map<String, Object>)g.get("latency");
                 for (final Map.Entry<String, Object> e : lat.entrySet())
                 {
@@ -371,6 +367,35 @@ final class GroupCommand implements Callable<Integer>
         }
     }
 
+    /** A size option (--log-size), e.g. 8g. */
+    static long sizeArg(final String option, final String text)
+    {
+        try
+        {
+            return Context.parseSize(text);
+        }
+        catch (final IllegalArgumentException ex)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, option + " " + text + ": " + ex.getMessage());
+        }
+    }
+
+    /**
+     * @return the line of group status for a resize of the log under way or failed, or null.
+     */
+    static String logResizeLine(final Map<String, Object> g)
+    {
+        if (g.get("log_resize") instanceof Map<?, ?> resize)
+        {
+            final long size = ((Number)resize.get("size")).longValue();
+            final long written = ((Number)resize.get("written")).longValue();
+            return "log resize to " + Format.bytes(size) + ": " + (written < size ? "writing the new log, " +
+                Format.bytes(written) + " so far" : resize.get("waiting") != null ? "waiting: " +
+                resize.get("waiting") : "written, putting it in place");
+        }
+        return g.get("log_resize_error") != null ? "log resize failed: " + g.get("log_resize_error") : null;
+    }
+
     static long rpoTargetMs(final String text)
     {
         final long ms = RpoTarget.parse(text);
@@ -389,8 +414,9 @@ final class GroupCommand implements Callable<Integer>
         description = {
             "Change a setting of a running source group, without interrupting replication.",
             "",
-            "Its RPO target, its mode and what it does while the partner is away. Run it on the source host;",
-            "the change is saved in the group's group.json, and the partner keeps it too (for a switch).",
+            "Its RPO target, its mode, what it does while the partner is away, and the size of its log. Run it",
+            "on the source host; the change is saved in the group's group.json, and the partner keeps the first",
+            "three too (for a switch).",
             "",
             "--mode async: writes stop waiting for the partner at once (for a link that got slow or far, or",
             "a bulk load); --mode sync: once the partner has caught up with what it lacks (status says",
@@ -398,7 +424,14 @@ final class GroupCommand implements Callable<Integer>
             "so that it takes the change (it reconnects at once; nothing is resent that it holds).",
             "",
             "--on-disconnect block: a sync group's writes wait while the partner is away (RPO zero kept, at the",
-            "price of availability); continue: they go on, tracked, and those waiting now go on at once."})
+            "price of availability); continue: they go on, tracked, and those waiting now go on at once.",
+            "",
+            "--log-size: this host's record log takes another size, with nothing resent (Storage Replica's",
+            "Set-SRGroup -LogSizeInBytes). The new log is written whole beside the old one while replication",
+            "goes on (group status shows how far: log_resize); then the records the partner lacks move to it,",
+            "copied while writes go on (they wait only for the last few records, milliseconds), and it takes the",
+            "old one's place. A smaller log waits until those records fit in half of it. The partner's log keeps",
+            "its size: resize it there after a switch."})
     static final class Set extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")
@@ -415,14 +448,19 @@ final class GroupCommand implements Callable<Integer>
             "writes do while the partner is away: go on, tracked, or wait for it")
         String onDisconnect;
 
+        @Option(names = "--log-size", paramLabel = "SIZE", description = "new size of this host's record log, " +
+            "e.g. 8g (a power of two up to 1 GiB, or a multiple of 1 GiB); the command returns once the new log " +
+            "is being written")
+        String logSize;
+
         @Override
         @SuppressWarnings("unchecked")
         public Integer call()
         {
-            if (rpoTarget == null && mode == null && onDisconnect == null)
+            if (rpoTarget == null && mode == null && onDisconnect == null && logSize == null)
             {
-                System.err.println("blockmover group set: nothing to set: give --rpo-target, --mode or " +
-                    "--on-disconnect");
+                System.err.println("blockmover group set: nothing to set: give --rpo-target, --mode, " +
+                    "--on-disconnect or --log-size");
                 return 2;
             }
             final Map<String, Object> args = new java.util.LinkedHashMap<>();
@@ -439,6 +477,10 @@ final class GroupCommand implements Callable<Integer>
             {
                 args.put("on_disconnect", onDisconnect);
             }
+            if (logSize != null)
+            {
+                args.put("log_size", sizeArg("--log-size", logSize));
+            }
             final Map<String, Object> status = (Map<String, Object>)call("group-set", args);
             if (json)
             {
@@ -448,7 +490,13 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.println("group " + name + ": " + status.get("mode") + ", on-disconnect " +
                     status.get("on_disconnect") + ", RPO target " + (status.get("rpo_target_s") == null ? "none" :
-                    RpoTarget.format(Math.round(((Number)status.get("rpo_target_s")).doubleValue() * 1000))));
+                    RpoTarget.format(Math.round(((Number)status.get("rpo_target_s")).doubleValue() * 1000))) +
+                    ", log " + Format.bytes(((Number)((Map<String, Object>)status.get("log")).get("size"))
+                    .longValue()));
+                if (logResizeLine(status) != null)
+                {
+                    System.out.println(logResizeLine(status));
+                }
             }
             return 0;
         }

@@ -28,6 +28,7 @@ import io.blockmover.replication.group.GroupConfig;
 import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.SourceGroup;
 import io.blockmover.replication.group.SourceReport;
+import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.FrameConnection;
 
 /**
@@ -380,13 +381,9 @@ final class Groups implements AutoCloseable
         conductor.peerConfig(peer);
         final GroupMode mode = modeArg(args.getOrDefault("mode", "sync"));
         final boolean blockOnDisconnect = blockOnDisconnectArg(args.getOrDefault("on_disconnect", "continue"));
-        final long logSize = args.get("log_size") instanceof Number n ? n.longValue() : conductor.ctx().groupLogSize();
+        final long logSize = logSizeArg(args.get("log_size") instanceof Number n ? n.longValue() :
+            conductor.ctx().groupLogSize());
         final long verifyIntervalMs = args.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
-        if (logSize < 16L * conductor.ctx().chunkLength())
-        {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + " is too small: at least " +
-                16L * conductor.ctx().chunkLength() + " bytes (16 regions)");
-        }
         final List<Object> volumeArgs = (List<Object>)args.get("volumes");
         if (volumeArgs == null || volumeArgs.isEmpty())
         {
@@ -527,16 +524,26 @@ final class Groups implements AutoCloseable
         {
             if (destinations.containsKey(name))
             {
+                final String peer = destinations.get(name).config.peer;
                 throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
-                    "change its settings on its source, " + destinations.get(name).config.peer);
+                    (args.containsKey("log_size") ? "a destination's log keeps its size; resize the log of " +
+                    "the host the group is the source of (" + peer + ", or this host after a switch)" :
+                    "change its settings on its source, " + peer));
             }
             throw noSuchGroup(name);
         }
-        if (!args.containsKey("rpo_target_ms") && !args.containsKey("mode") && !args.containsKey("on_disconnect"))
+        if (!args.containsKey("rpo_target_ms") && !args.containsKey("mode") && !args.containsKey("on_disconnect") &&
+            !args.containsKey("log_size"))
         {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target, --mode or " +
-                "--on-disconnect");
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: give --rpo-target, --mode, " +
+                "--on-disconnect or --log-size");
         }
+        if (args.containsKey("log_size") && !(args.get("log_size") instanceof Number))
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "log_size must be a number of bytes");
+        }
+        final long logSize = args.containsKey("log_size") ? logSizeArg(((Number)args.get("log_size")).longValue()) :
+            handle.config.logSize;
         final boolean block = args.containsKey("on_disconnect") ? blockOnDisconnectArg(args.get("on_disconnect")) :
             handle.config.blockOnDisconnect;
         final GroupMode mode = args.containsKey("mode") ? modeArg(args.get("mode")) : handle.config.mode;
@@ -544,6 +551,14 @@ final class Groups implements AutoCloseable
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is switching roles with " +
                 handle.config.peer + ": change its mode once the switch is done");
+        }
+        // First: what it refuses (a resize under way, a closed group) leaves the other settings as they were.
+        final boolean onlyLogSize = !args.containsKey("rpo_target_ms") && !args.containsKey("mode") &&
+            !args.containsKey("on_disconnect");
+        if (args.containsKey("log_size") && (onlyLogSize || logSize != handle.config.logSize ||
+            handle.isResizingLog()))
+        {
+            conductor.log("group " + name + ": resizing its log: " + handle.resizeLog(logSize, logPreparer));
         }
         if (args.containsKey("rpo_target_ms"))
         {
@@ -575,6 +590,26 @@ final class Groups implements AutoCloseable
                 "starts over so that it takes the change");
         }
         return handle.status();
+    }
+
+    /** --log-size of group create and group set: a size a record log can have, for this daemon's regions. */
+    private long logSizeArg(final long logSize)
+    {
+        final int regionLength = conductor.ctx().chunkLength();
+        if (logSize < 16L * regionLength)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + " is too small: at least " +
+                16L * regionLength + " bytes (16 regions)");
+        }
+        try
+        {
+            RecordLog.checkGeometry(logSize, regionLength);
+        }
+        catch (final BlockmoverException ex)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " + ex.getMessage());
+        }
+        return logSize;
     }
 
     /** --mode of group create and group set. */

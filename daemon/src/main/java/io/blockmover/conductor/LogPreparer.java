@@ -98,6 +98,36 @@ final class LogPreparer implements AutoCloseable
         }
 
         /**
+         * Deletes the file once it is written (or failed): for a log nobody will open, whose writing cannot be
+         * stopped. A group directory it recreated meanwhile (a deleted group's) goes too, when empty.
+         */
+        void discardWhenDone(final Path file)
+        {
+            done.whenComplete((ignored, failure) ->
+            {
+                try
+                {
+                    java.nio.file.Files.deleteIfExists(file);
+                    final Path dir = file.toAbsolutePath().getParent();
+                    if (dir != null && java.nio.file.Files.isDirectory(dir))
+                    {
+                        try (java.util.stream.Stream<Path> entries = java.nio.file.Files.list(dir))
+                        {
+                            if (entries.findAny().isEmpty())
+                            {
+                                java.nio.file.Files.delete(dir);
+                            }
+                        }
+                    }
+                }
+                catch (final java.io.IOException ex)
+                {
+                    LOG.log(System.Logger.Level.WARNING, "cannot delete " + file + ": " + ex.getMessage());
+                }
+            });
+        }
+
+        /**
          * Conductor thread, once {@link #isDone}.
          *
          * @throws BlockmoverException why the log could not be written.

@@ -1,6 +1,7 @@
 package io.blockmover.conductor;
 
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -39,6 +40,10 @@ import io.blockmover.transport.FrameConnection;
  */
 final class SourceGroupHandle
 {
+    /** The group's record log, in its state directory. */
+    static final String LOG_FILE = "log";
+    /** The log a resize writes beside it, then renames over it. */
+    static final String RESIZED_LOG_FILE = "log.resize";
     private static final long FIRST_RETRY_NS = 500_000_000L;
     /** How soon a new group's OPEN is sent again while the partner writes its log. */
     private static final long PREPARING_RETRY_NS = 250_000_000L;
@@ -101,6 +106,13 @@ final class SourceGroupHandle
     private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
     private boolean partnerVerifies;
     private boolean partnerTakesSettings;
+    /**
+     * A resize of this host's log ('group set --log-size'): the new log being written beside the group's, then
+     * waiting until the records the partner lacks fit in half of it; null when none is under way.
+     */
+    private LogPreparer.Preparation logResize;
+    private String logResizeWait;
+    private String logResizeError;
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -134,8 +146,9 @@ final class SourceGroupHandle
                         " was created: delete and recreate the group");
                 }
             }
+            adoptLogOnDisk(dir);
             final LogRecoveryProgress progress = new LogRecoveryProgress(conductor, config.name);
-            log = RecordLog.open(dir.resolve("log"), config.logSize, config.regionLength, progress);
+            log = RecordLog.open(dir.resolve(LOG_FILE), config.logSize, config.regionLength, progress);
             progress.done(log.recovery());
             if (log.headLsn() == RecordLog.NULL_LSN)
             {
@@ -289,6 +302,150 @@ final class SourceGroupHandle
         return 1;
     }
 
+    /**
+     * Before the log opens: a resize the daemon stopped in has left the new log beside the group's (written, not
+     * yet in its place: dropped, the group's log is whole), or has put it in place without saving its size in
+     * group.json (the file's own header says it: kept).
+     */
+    private void adoptLogOnDisk(final Path dir) throws IOException
+    {
+        Files.deleteIfExists(dir.resolve(RESIZED_LOG_FILE));
+        Files.deleteIfExists(dir.resolve(RESIZED_LOG_FILE + ".tmp"));
+        final long onDisk = Files.exists(dir.resolve(LOG_FILE)) ? RecordLog.capacityOf(dir.resolve(LOG_FILE)) : -1;
+        if (onDisk > 0 && onDisk != config.logSize)
+        {
+            conductor.log("group " + config.name + ": its log is " + onDisk + " bytes, group.json said " +
+                config.logSize + " (the daemon stopped as a resize put the new log in place): the log's size is kept");
+            config.logSize = onDisk;
+            store.save(config);
+        }
+    }
+
+    /**
+     * 'group set --log-size': this host's log takes another size while the group runs, with nothing resent. The new
+     * log is written whole beside the old one, on the preparer's thread, as a new group's is; once it is, and the
+     * records the partner lacks fit in half of it, they move to it (byte for byte, writes waiting only for that copy)
+     * and it takes the old one's place ({@link SourceGroup#replaceLog}). The session with the partner starts over,
+     * from the new log.
+     *
+     * @param size     the new capacity, checked.
+     * @param preparer writes the new log.
+     * @return the resize as the answer and the log say it.
+     */
+    String resizeLog(final long size, final LogPreparer preparer)
+    {
+        if (logResize != null)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "the log of group " + config.name + " is " +
+                "already being resized to " + logResize.capacity + " bytes: set another size once 'blockmover " +
+                "group status " + config.name + "' no longer shows the resize");
+        }
+        if (size == config.logSize)
+        {
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "nothing to set: the log of group " + config.name +
+                " is " + size + " bytes already");
+        }
+        if (switching)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is switching roles " +
+                "with " + config.peer + ": resize its log once the switch is done");
+        }
+        if (group == null)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is not open here (" +
+                (failure != null ? failure : state().label()) + "): resize its log once it is");
+        }
+        logResizeError = null;
+        logResizeWait = null;
+        logResize = preparer.prepare(store.dir(config.name).resolve(RESIZED_LOG_FILE), size, config.regionLength,
+            config.name, config.peer);
+        return "writing a " + size + "-byte log beside its " + config.logSize + "-byte one; it takes the old one's " +
+            "place once written, with the records " + config.peer + " lacks (nothing is resent)";
+    }
+
+    /**
+     * @return whether the log is being resized: a switch waits for it.
+     */
+    boolean isResizingLog()
+    {
+        return logResize != null;
+    }
+
+    /**
+     * Puts the resized log in place once it is written and the records the partner lacks fit in half of it.
+     */
+    private int finishLogResize()
+    {
+        final LogPreparer.Preparation prepared = logResize;
+        final Path file = store.dir(config.name).resolve(RESIZED_LOG_FILE);
+        final long used = group.log().usedBytes();
+        try
+        {
+            prepared.check();
+            if (used > prepared.capacity / 2)
+            {
+                // An outage's or a slow link's backlog that a smaller log cannot hold: wait for the partner to take
+                // it rather than drop it to the bitmaps (a resync, and an inconsistent destination meanwhile).
+                if (logResizeWait == null)
+                {
+                    conductor.log("group " + config.name + ": its new " + prepared.capacity + "-byte log waits " +
+                        "until the records " + config.peer + " lacks fit in half of it (" +
+                        io.blockmover.cli.Format.bytes(used) + " now)");
+                }
+                logResizeWait = "the records " + config.peer + " lacks (" + io.blockmover.cli.Format.bytes(used) +
+                    ") must fit in half of the new log";
+                return 0;
+            }
+            final RecordLog next = RecordLog.open(file, prepared.capacity, config.regionLength);
+            final long startNs = System.nanoTime();
+            closeSession();
+            final long moved;
+            try
+            {
+                moved = group.replaceLog(next, store.dir(config.name).resolve(LOG_FILE));
+            }
+            catch (final RuntimeException ex)
+            {
+                next.close();
+                throw ex;
+            }
+            retryAtNs = 0;
+            backoffNs = FIRST_RETRY_NS;
+            if (moved < 0)
+            {
+                next.close();
+                return 1; // More arrived since the look above: the next duty cycle looks again.
+            }
+            final long was = config.logSize;
+            config.logSize = prepared.capacity;
+            store.save(config);
+            logResize = null;
+            logResizeWait = null;
+            conductor.log(String.format(java.util.Locale.ROOT, "group %s: its log is now %d bytes (was %d): " +
+                "the %d records %s lacks (%s) moved to it in %.1f ms, writes waiting for the last %.1f ms of " +
+                "it; nothing is resent", config.name, config.logSize, was, moved, config.peer,
+                io.blockmover.cli.Format.bytes(used), (System.nanoTime() - startNs) / 1e6,
+                group.logReplacePauseNs() / 1e6));
+        }
+        catch (final BlockmoverException | java.io.UncheckedIOException | IllegalStateException ex)
+        {
+            logResize = null;
+            logResizeWait = null;
+            logResizeError = "the log was not resized to " + prepared.capacity + " bytes: " + ex.getMessage();
+            conductor.log("group " + config.name + ": " + logResizeError + "; it keeps its " + config.logSize +
+                "-byte log");
+            try
+            {
+                Files.deleteIfExists(file);
+            }
+            catch (final IOException ignored)
+            {
+                // Deleted at the group's next open.
+            }
+        }
+        return 1;
+    }
+
     boolean isHandshaking()
     {
         return dialer.isActive() || switchDialer != null;
@@ -308,7 +465,15 @@ final class SourceGroupHandle
         {
             return openPreparedLog();
         }
-        if (group == null || config.suspended)
+        if (group == null)
+        {
+            return 0;
+        }
+        if (logResize != null && logResize.isDone())
+        {
+            return finishLogResize();
+        }
+        if (config.suspended)
         {
             return 0;
         }
@@ -639,6 +804,12 @@ final class SourceGroupHandle
         {
             throw new BlockmoverException(ErrorCode.BUSY, "group " + config.name + " is already switching");
         }
+        if (logResize != null)
+        {
+            throw new BlockmoverException(ErrorCode.INVALID_STATE, "the log of group " + config.name + " is being " +
+                "resized to " + logResize.capacity + " bytes: switch once 'blockmover group status " + config.name +
+                "' no longer shows the resize");
+        }
         if (!config.initialSyncDone)
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is still in its " +
@@ -857,6 +1028,13 @@ final class SourceGroupHandle
      */
     void close()
     {
+        if (logResize != null)
+        {
+            // A resize the group is closed in (deleted, switched, the daemon stopping): its new log goes once the
+            // preparer is done with it, whatever the group's directory has become.
+            logResize.discardWhenDone(store.dir(config.name).resolve(RESIZED_LOG_FILE));
+            logResize = null;
+        }
         closeSession();
         CloseHelper.quietClose(resyncRunner);
         resyncRunner = null;
@@ -1080,6 +1258,18 @@ final class SourceGroupHandle
         {
             s.put("bytes_sent", shipper.connection().bytesSent());
             s.put("bytes_received", shipper.connection().bytesReceived());
+        }
+        if (logResize != null)
+        {
+            final Map<String, Object> resize = new LinkedHashMap<>();
+            resize.put("size", logResize.capacity);
+            resize.put("written", logResize.written());
+            resize.put("waiting", logResizeWait);
+            s.put("log_resize", resize);
+        }
+        if (logResizeError != null)
+        {
+            s.put("log_resize_error", logResizeError);
         }
         conductor.groups().verifies().describe(config, s);
         return s;

@@ -291,6 +291,89 @@ class GroupIT
     }
 
     /**
+     * 'group set --log-size' gives a running group's log another size with nothing resent: the records the partner
+     * lacks move to the new log (an async backlog held back by a slow link here); a smaller log waits until they
+     * fit in half of it, and a switch waits for the resize; the size survives kill -9 of the daemon.
+     */
+    @Test
+    void shouldResizeTheLogOfARunningGroupWithNothingResent() throws Exception
+    {
+        assumeTools("fio");
+        final String name = "resize";
+        final Path[] sources = randomFiles(name + "-src", 1, 43);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "async", "--log-size", "32m"));
+        final long resentBySync = number(awaitReplicated(testbed, name, 60), "regions_resent");
+        final String uri = GroupChecks.uri(created, 0);
+        try
+        {
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "max_rate", MIB));
+            tool("fio", "--name=backlog", "--ioengine=nbd", "--uri=" + uri, "--rw=randwrite", "--bs=64k",
+                "--size=6m", "--randseed=43");
+            final long backlog = number(GroupChecks.log(testbed.group("site-a", name)), "used");
+            assertTrue(backlog > 4 * MIB, "a backlog the link holds back: " + backlog);
+
+            final Run grow = testbed.cli("site-a", "group", "set", name, "--log-size", "64m").expect(0);
+            assertTrue(grow.stdout().contains("log resize to 64.0 MiB"), grow.toString());
+            Testbed.await("the log to be 64 MiB", 30, () -> number(GroupChecks.log(testbed.group("site-a", name)),
+                "size") == 64 * MIB);
+            final Map<String, Object> grown = testbed.group("site-a", name);
+            assertTrue(number(GroupChecks.log(grown), "used") > 2 * MIB, "the backlog moved with it: " + grown);
+            assertEquals(0, number(grown, "dirty_regions"), grown.toString());
+            assertTrue(testbed.log("site-a").contains("group " + name + ": its log is now 67108864 bytes (was " +
+                "33554432)"), testbed.log("site-a"));
+            final Run again = testbed.cli("site-a", "group", "set", name, "--log-size", "64m").expect(4);
+            assertTrue(again.stderr().contains("is 67108864 bytes already"), again.toString());
+            testbed.cli("site-a", "group", "set", name, "--log-size", "3m").expect(4);
+            final Run onDestination = testbed.cli("site-b", "group", "set", name, "--log-size", "32m").expect(4);
+            assertTrue(onDestination.stderr().contains("a destination's log keeps its size"),
+                onDestination.toString());
+
+            // Smaller than twice the backlog: it waits for the partner to take it, and a switch waits for it.
+            tool("fio", "--name=more", "--ioengine=nbd", "--uri=" + uri, "--rw=randwrite", "--bs=64k",
+                "--size=10m", "--randseed=44");
+            testbed.cli("site-a", "group", "set", name, "--log-size", "16m").expect(0);
+            Testbed.await("the resize to wait for the backlog", 30, () ->
+                testbed.group("site-a", name).get("log_resize") instanceof Map<?, ?> r && r.get("waiting") != null);
+            assertTrue(testbed.cli("site-a", "group", "status", name).expect(0).stdout()
+                .contains("log resize to 16.0 MiB: waiting: the records site-b lacks"));
+            final Run switchRefused = testbed.cli("site-a", "group", "switch", name).expect(4);
+            assertTrue(switchRefused.stderr().contains("is being resized"), switchRefused.toString());
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            Testbed.await("the log to be 16 MiB", 60, () -> number(GroupChecks.log(testbed.group("site-a", name)),
+                "size") == 16 * MIB);
+
+            final Map<String, Object> done = awaitReplicated(testbed, name, 60);
+            assertEquals(resentBySync, number(done, "regions_resent"), "nothing resent: " + done);
+            assertEquals(0, number(done, "writes_tracked_by_bitmap"), done.toString());
+            GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+
+            // kill -9 as a resize put its log in place, before group.json had the new size, with another resize's
+            // log half written beside it: the log's own size is kept, the other log dropped.
+            testbed.kill("site-a");
+            final Path groupDir = testbed.dir.resolve("site-a/state/groups/" + name);
+            final Path groupJson = groupDir.resolve("group.json");
+            Files.writeString(groupJson, Files.readString(groupJson).replaceAll("(\"log_size\"\\s*:\\s*)16777216",
+                "$133554432"));
+            assertTrue(Files.readString(groupJson).contains("33554432"), Files.readString(groupJson));
+            Files.write(groupDir.resolve("log.resize.tmp"), new byte[4096]);
+            testbed.start("site-a");
+            final Map<String, Object> restarted = awaitReplicated(testbed, name, 60);
+            assertEquals(16 * MIB, number(GroupChecks.log(restarted), "size"), restarted.toString());
+            assertTrue(testbed.log("site-a").contains("group " + name + ": its log is 16777216 bytes, group.json " +
+                "said 33554432"), testbed.log("site-a"));
+            assertTrue(Files.readString(groupJson).contains("16777216"), Files.readString(groupJson));
+            assertFalse(Files.exists(groupDir.resolve("log.resize.tmp")));
+        }
+        finally
+        {
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
+    /**
      * on-disconnect belongs to the group, as its RPO target does: it travels to the destination, so a switch keeps
      * it (before, a destination was created with continue and a switch dropped block without a word: the new source
      * acknowledged writes its partner never got). 'group set --on-disconnect' changes it, and writes held for an

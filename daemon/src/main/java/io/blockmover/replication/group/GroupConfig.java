@@ -26,7 +26,8 @@ public final class GroupConfig
      */
     public volatile boolean blockOnDisconnect;
     public final List<VolumePair> volumes;
-    public final long logSize;
+    /** Changes only by a resize of this host's log (group set --log-size), on the conductor's thread. */
+    public volatile long logSize;
     public final int regionLength;
     public final long createdMs;
     public boolean suspended;
