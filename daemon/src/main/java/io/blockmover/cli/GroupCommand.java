@@ -390,7 +390,8 @@ final class GroupCommand implements Callable<Integer>
             final long size = ((Number)resize.get("size")).longValue();
             final long written = ((Number)resize.get("written")).longValue();
             return "log resize to " + Format.bytes(size) + ": " + (written < size ? "writing the new log, " +
-                Format.bytes(written) + " so far" : resize.get("waiting") != null ? "waiting: " +
+                Format.bytes(written) + " so far" : Boolean.TRUE.equals(resize.get("copying")) ? "copying the " +
+                "records the partner lacks to it (the session waits)" : resize.get("waiting") != null ? "waiting: " +
                 resize.get("waiting") : "written, putting it in place");
         }
         return g.get("log_resize_error") != null ? "log resize failed: " + g.get("log_resize_error") : null;

@@ -607,7 +607,8 @@ final class Groups implements AutoCloseable
         }
         catch (final BlockmoverException ex)
         {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " + ex.getMessage());
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " +
+                ex.getMessage().replace("record log (new): ", ""));
         }
         return logSize;
     }

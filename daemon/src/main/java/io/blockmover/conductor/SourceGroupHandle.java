@@ -44,6 +44,13 @@ final class SourceGroupHandle
     static final String LOG_FILE = "log";
     /** The log a resize writes beside it, then renames over it. */
     static final String RESIZED_LOG_FILE = "log.resize";
+    /** A resize copies at most this much of the backlog per duty cycle (about 0.2 s of 4 KiB records here)... */
+    private static final long LOG_COPY_STEP_BYTES = 32L << 20;
+    /**
+     * ...and once it has copied what was there when it began, chases the writes appended since for this many steps
+     * at most, then has the writes wait for the rest: writes faster than the copy would never let it end.
+     */
+    private static final int LOG_COPY_CHASE_STEPS = 8;
     private static final long FIRST_RETRY_NS = 500_000_000L;
     /** How soon a new group's OPEN is sent again while the partner writes its log. */
     private static final long PREPARING_RETRY_NS = 250_000_000L;
@@ -113,6 +120,13 @@ final class SourceGroupHandle
     private LogPreparer.Preparation logResize;
     private String logResizeWait;
     private String logResizeError;
+    // The copy into the resized log, once under way: the log, where it goes on from in the old log, when it began;
+    // where the old log's tail was then, and how many steps have chased the writes appended since.
+    private RecordLog resizedLog;
+    private long copyResumeAt;
+    private long copyStartNs;
+    private long copyChaseFrom;
+    private int copyChaseSteps;
 
     SourceGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -355,6 +369,7 @@ final class SourceGroupHandle
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is not open here (" +
                 (failure != null ? failure : state().label()) + "): resize its log once it is");
         }
+        RecordLog.checkRoomFor(store.dir(config.name).resolve(RESIZED_LOG_FILE), size);
         logResizeError = null;
         logResizeWait = null;
         logResize = preparer.prepare(store.dir(config.name).resolve(RESIZED_LOG_FILE), size, config.regionLength,
@@ -372,50 +387,42 @@ final class SourceGroupHandle
     }
 
     /**
-     * Puts the resized log in place once it is written and the records the partner lacks fit in half of it.
+     * A step of a log resize, once its new log is written: wait until the records the partner lacks fit in half of
+     * it (the session goes on meanwhile); then, with the session ended, copy them, {@link #LOG_COPY_STEP_BYTES} a
+     * duty cycle while writes go on; then the last of them while writes wait, and the new log takes the old one's
+     * place. A conductor that stopped for the whole copy answered nothing meanwhile, and a large backlog takes long
+     * enough for systemd's watchdog to kill the daemon.
+     *
+     * @return work done; the session waits while a copy runs ({@link #isCopyingLog}).
      */
-    private int finishLogResize()
+    private int stepLogResize()
     {
         final LogPreparer.Preparation prepared = logResize;
         final Path file = store.dir(config.name).resolve(RESIZED_LOG_FILE);
-        final long used = group.log().usedBytes();
         try
         {
-            prepared.check();
-            if (used > prepared.capacity / 2)
+            if (resizedLog == null)
             {
-                // An outage's or a slow link's backlog that a smaller log cannot hold: wait for the partner to take
-                // it rather than drop it to the bitmaps (a resync, and an inconsistent destination meanwhile).
-                if (logResizeWait == null)
+                return beginLogCopy(prepared, file);
+            }
+            final long oldTail = group.log().tailPosition();
+            if (!group.isLogCopyNearlyDone(copyResumeAt) && (copyResumeAt < copyChaseFrom || copyChaseSteps++ <
+                LOG_COPY_CHASE_STEPS))
+            {
+                copyResumeAt = group.continueLogCopy(resizedLog, copyResumeAt, LOG_COPY_STEP_BYTES);
+                if (copyResumeAt < 0)
                 {
-                    conductor.log("group " + config.name + ": its new " + prepared.capacity + "-byte log waits " +
-                        "until the records " + config.peer + " lacks fit in half of it (" +
-                        io.blockmover.cli.Format.bytes(used) + " now)");
+                    return abortLogCopy("the records " + config.peer + " lacks outgrew it during the copy");
                 }
-                logResizeWait = "the records " + config.peer + " lacks (" + io.blockmover.cli.Format.bytes(used) +
-                    ") must fit in half of the new log";
-                return 0;
+                return 1;
             }
-            final RecordLog next = RecordLog.open(file, prepared.capacity, config.regionLength);
-            final long startNs = System.nanoTime();
-            closeSession();
-            final long moved;
-            try
-            {
-                moved = group.replaceLog(next, store.dir(config.name).resolve(LOG_FILE));
-            }
-            catch (final RuntimeException ex)
-            {
-                next.close();
-                throw ex;
-            }
-            retryAtNs = 0;
-            backoffNs = FIRST_RETRY_NS;
+            final long used = group.log().usedBytes();
+            final long moved = group.finishLogCopy(resizedLog, copyResumeAt, store.dir(config.name).resolve(LOG_FILE));
             if (moved < 0)
             {
-                next.close();
-                return 1; // More arrived since the look above: the next duty cycle looks again.
+                return abortLogCopy("the records " + config.peer + " lacks outgrew half of it during the copy");
             }
+            resizedLog = null;
             final long was = config.logSize;
             config.logSize = prepared.capacity;
             store.save(config);
@@ -423,12 +430,17 @@ final class SourceGroupHandle
             logResizeWait = null;
             conductor.log(String.format(java.util.Locale.ROOT, "group %s: its log is now %d bytes (was %d): " +
                 "the %d records %s lacks (%s) moved to it in %.1f ms, writes waiting for the last %.1f ms of " +
-                "it; nothing is resent", config.name, config.logSize, was, moved, config.peer,
-                io.blockmover.cli.Format.bytes(used), (System.nanoTime() - startNs) / 1e6,
-                group.logReplacePauseNs() / 1e6));
+                "it (%s); nothing is resent", config.name, config.logSize, was, moved, config.peer,
+                io.blockmover.cli.Format.bytes(used), (System.nanoTime() - copyStartNs) / 1e6,
+                group.logReplacePauseNs() / 1e6, io.blockmover.cli.Format.bytes(oldTail - copyResumeAt)));
         }
         catch (final BlockmoverException | java.io.UncheckedIOException | IllegalStateException ex)
         {
+            if (resizedLog != null)
+            {
+                resizedLog.close();
+                resizedLog = null;
+            }
             logResize = null;
             logResizeWait = null;
             logResizeError = "the log was not resized to " + prepared.capacity + " bytes: " + ex.getMessage();
@@ -443,7 +455,60 @@ final class SourceGroupHandle
                 // Deleted at the group's next open.
             }
         }
+        retryAtNs = 0;
+        backoffNs = FIRST_RETRY_NS;
         return 1;
+    }
+
+    private int beginLogCopy(final LogPreparer.Preparation prepared, final Path file)
+    {
+        prepared.check();
+        final long used = group.log().usedBytes();
+        if (used > prepared.capacity / 2)
+        {
+            // An outage's or a slow link's backlog that a smaller log cannot hold: wait for the partner to take it
+            // rather than drop it to the bitmaps (a resync, and an inconsistent destination meanwhile).
+            if (logResizeWait == null)
+            {
+                conductor.log("group " + config.name + ": its new " + prepared.capacity + "-byte log waits until " +
+                    "the records " + config.peer + " lacks fit in half of it (" + io.blockmover.cli.Format.bytes(used) +
+                    " now)");
+            }
+            logResizeWait = "the records " + config.peer + " lacks (" + io.blockmover.cli.Format.bytes(used) +
+                ") must fit in half of the new log";
+            return 0;
+        }
+        resizedLog = RecordLog.open(file, prepared.capacity, config.regionLength);
+        closeSession();
+        copyStartNs = System.nanoTime();
+        copyResumeAt = group.startLogCopy(resizedLog);
+        copyChaseFrom = group.log().tailPosition();
+        copyChaseSteps = 0;
+        if (copyResumeAt < 0)
+        {
+            return abortLogCopy("more arrived");
+        }
+        return 1;
+    }
+
+    /**
+     * The records outgrew the new log while they were copied: it is empty again, and the resize waits as before.
+     */
+    private int abortLogCopy(final String why)
+    {
+        resizedLog.close();
+        resizedLog = null;
+        logResizeWait = "copy started again: " + why;
+        retryAtNs = 0;
+        return 1;
+    }
+
+    /**
+     * @return whether the group's records are being copied to a new log: no session meanwhile.
+     */
+    private boolean isCopyingLog()
+    {
+        return resizedLog != null;
     }
 
     boolean isHandshaking()
@@ -471,7 +536,11 @@ final class SourceGroupHandle
         }
         if (logResize != null && logResize.isDone())
         {
-            return finishLogResize();
+            final int work = stepLogResize();
+            if (work > 0 || isCopyingLog())
+            {
+                return work;
+            }
         }
         if (config.suspended)
         {
@@ -1028,6 +1097,11 @@ final class SourceGroupHandle
      */
     void close()
     {
+        if (resizedLog != null)
+        {
+            resizedLog.closeReplaced(); // Deleted below: nothing of it to force.
+            resizedLog = null;
+        }
         if (logResize != null)
         {
             // A resize the group is closed in (deleted, switched, the daemon stopping): its new log goes once the
@@ -1264,7 +1338,8 @@ final class SourceGroupHandle
             final Map<String, Object> resize = new LinkedHashMap<>();
             resize.put("size", logResize.capacity);
             resize.put("written", logResize.written());
-            resize.put("waiting", logResizeWait);
+            resize.put("waiting", resizedLog == null ? logResizeWait : null);
+            resize.put("copying", resizedLog != null);
             s.put("log_resize", resize);
         }
         if (logResizeError != null)

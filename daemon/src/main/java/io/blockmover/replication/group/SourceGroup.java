@@ -120,9 +120,7 @@ public final class SourceGroup implements AutoCloseable
     private long logReplacePauseNs; // Conductor thread only.
     private long rpoMarkMs;
 
-    /** Passes of a log's copy while writes go on (see {@link #replaceLog})... */
-    private static final int LOG_COPY_PASSES = 8;
-    /** ...until no more than this is left for the last one, which writes wait for. */
+    /** A log's copy goes on while writes do until no more than this is left for the part writes wait for. */
     private static final long LOG_COPY_LAST_BYTES = 1L << 20;
     /** Longest {@link #close} waits for client writes and FLUSHes under way to end. */
     private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -1248,14 +1246,9 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
-     * Moves the group to a new log, of another size, with nothing resent: every record not yet released is copied
-     * into {@code next} byte for byte (LSNs, flags, CRCs), {@code next} is forced and renamed over the old log's
-     * file, and the old log is closed. The records there now are copied while writes go on, then those appended
-     * meanwhile, in passes; then writes wait while the last ones are copied, and the flags of the others taken
-     * again. None is refused, and a write's record is in the old log or the new one, never lost between. No write
-     * is in flight during the last part (one between its append and its flag would mark the wrong log). Conductor
-     * thread, with no session: the shipper alone releases records, which the copy needs kept, and a new session
-     * reads the new log from where the partner is.
+     * Moves the group to a new log, of another size, with nothing resent, in one go: {@link #startLogCopy}, then
+     * {@link #continueLogCopy} until little is left, then {@link #finishLogCopy}. The daemon takes those steps one
+     * per duty cycle of its conductor instead, which must not stop for the seconds a large backlog takes.
      *
      * @param next   the new log, open and empty; its file is renamed to {@code target}.
      * @param target the group's log file.
@@ -1264,18 +1257,67 @@ public final class SourceGroup implements AutoCloseable
      */
     public long replaceLog(final RecordLog next, final Path target)
     {
-        // Appends go on meanwhile; space before the head may be reclaimed and reused, never the records after it.
-        long resumeAt = next.startCopyFrom(log);
-        if (resumeAt < 0)
+        long resumeAt = startLogCopy(next);
+        for (int pass = 0; resumeAt >= 0 && pass < 16 && !isLogCopyNearlyDone(resumeAt); pass++)
         {
-            return -1;
+            resumeAt = continueLogCopy(next, resumeAt, Long.MAX_VALUE);
         }
-        // What was appended during a pass is copied by the next, each shorter, so that writes wait only for the
-        // last few records (measured: 50 MiB of 4 KiB records at QD16 left writes 185 ms to wait after one pass).
-        for (int pass = 0; pass < LOG_COPY_PASSES && log.tailPosition() - resumeAt > LOG_COPY_LAST_BYTES; pass++)
-        {
-            resumeAt = next.continueCopyFrom(log, resumeAt);
-        }
+        return resumeAt < 0 ? -1 : finishLogCopy(next, resumeAt, target);
+    }
+
+    /**
+     * Begins moving the group to a new log, of another size, with nothing resent: every record not yet released
+     * is copied into {@code next} byte for byte (LSNs, flags, CRCs), while writes go on ({@link #continueLogCopy}),
+     * then the last of them while writes wait ({@link #finishLogCopy}), which renames {@code next} over the old
+     * log's file and closes the old log. None is refused, and a write's record is in the old log or the new one,
+     * never lost between. Conductor thread, with no session from here to the end: the shipper alone releases
+     * records, which the copy needs kept, and a new session reads the new log from where the partner is.
+     *
+     * @param next the new log, open and empty.
+     * @return where the copy goes on from, or -1 when the records need more than half of {@code next}.
+     */
+    public long startLogCopy(final RecordLog next)
+    {
+        return next.startCopyFrom(log);
+    }
+
+    /**
+     * Copies more of the records, writes going on: space before the old log's head may be reclaimed and reused
+     * meanwhile, never the records after it.
+     *
+     * @param next     the new log.
+     * @param resumeAt what the last step returned.
+     * @param maxBytes how much to copy at most.
+     * @return where the copy goes on from, or -1 when the appends outgrew {@code next} ({@code next} is empty
+     *     again: start again once they fit).
+     */
+    public long continueLogCopy(final RecordLog next, final long resumeAt, final long maxBytes)
+    {
+        return next.continueCopyFrom(log, resumeAt, maxBytes);
+    }
+
+    /**
+     * @param resumeAt what the last step of the copy returned.
+     * @return whether so little is left that writes may wait for it ({@link #finishLogCopy}).
+     */
+    public boolean isLogCopyNearlyDone(final long resumeAt)
+    {
+        return log.tailPosition() - resumeAt <= LOG_COPY_LAST_BYTES;
+    }
+
+    /**
+     * Ends the copy: writes wait while the records appended since the last step are copied and the flags of the
+     * others taken again, with no write in flight (one between its append and its flag would mark the wrong log);
+     * then {@code next} takes the old log's place and file.
+     *
+     * @param next     the new log.
+     * @param resumeAt what the last step returned.
+     * @param target   the group's log file.
+     * @return records moved, or -1 when they now need more than half of {@code next}: nothing changed ({@code next}
+     *     is empty again).
+     */
+    public long finishLogCopy(final RecordLog next, final long resumeAt, final Path target)
+    {
         final long pauseStartNs = System.nanoTime();
         final RecordLog old = log;
         final long moved;
@@ -1308,7 +1350,7 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
-     * @return how long writes waited for the last {@link #replaceLog}, in nanoseconds. Conductor thread.
+     * @return how long writes waited for the last {@link #finishLogCopy}, in nanoseconds. Conductor thread.
      */
     public long logReplacePauseNs()
     {

@@ -1091,15 +1091,15 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * The first part of a resize of a running group's log: copies into this new, empty log the unreleased records
-     * {@code from} holds now, while its appender goes on (it only adds records after them). Nothing may be
-     * released from {@code from} until {@link #finishCopyFrom}, and its flags may still change (a write in flight
-     * marks its record WRITTEN): finishCopyFrom takes them again. Forces what it copied. This log's own thread
-     * only.
+     * Begins a copy of {@code from}'s unreleased records into this new, empty log, for the resize of a running
+     * group's log: the copy goes on in steps ({@link #continueCopyFrom}) while {@code from}'s appender goes on (it
+     * only adds records after them), and ends with {@link #finishCopyFrom} once it is stopped. Nothing may be
+     * released from {@code from} meanwhile, and its flags may still change (a write in flight marks its record
+     * WRITTEN): finishCopyFrom takes those again. This log's own thread only.
      *
      * @param from the log being replaced.
-     * @return the position in {@code from} after the last record copied, or -1 when the records need more than
-     *     half of this log (nothing was written then).
+     * @return the position in {@code from} to copy from, or -1 when its records need more than half of this log
+     *     (nothing was written then).
      */
     public long startCopyFrom(final RecordLog from)
     {
@@ -1122,33 +1122,36 @@ public final class RecordLog implements AutoCloseable
         copiedRecords = 0;
         unflagged = new long[64];
         unflaggedCount = 0;
-        final long end = from.tailPosition();
-        copyRecords(from, copyFromHead, end);
-        // Written out now, while appends go on: the force at the end then has only what follows to write.
-        forceRecords();
-        return end;
+        return copyFromHead;
     }
 
     /**
-     * Goes on with what {@link #startCopyFrom} began, appends still going on: copies the records appended since, so
-     * that fewer are left for {@link #finishCopyFrom}, while writes wait. Forces what it copied.
+     * Copies up to {@code maxBytes} more of {@code from}'s records, appends still going on there, and forces them
+     * (so that the force at the end has only what follows to write).
      *
      * @param from     the log being replaced.
      * @param resumeAt what startCopyFrom, or the last call of this, returned.
-     * @return the position in {@code from} after the last record copied.
+     * @param maxBytes how much to copy at most in this step (at least one record).
+     * @return the position in {@code from} after the last record copied, or -1 when this log ran out of room (its
+     *     appends outgrew it): it is empty again, for another startCopyFrom.
      */
-    public long continueCopyFrom(final RecordLog from, final long resumeAt)
+    public long continueCopyFrom(final RecordLog from, final long resumeAt, final long maxBytes)
     {
-        final long end = from.tailPosition();
-        copyRecords(from, resumeAt, end);
+        final long tail = from.tailPosition();
+        final long end = copyRecords(from, resumeAt, maxBytes >= tail - resumeAt ? tail : resumeAt + maxBytes);
+        if (end < 0)
+        {
+            abandonCopy(from);
+            return -1;
+        }
         forceRecords();
         return end;
     }
 
     /**
      * Ends what {@link #startCopyFrom} began, with {@code from}'s appender stopped and no write between its append
-     * and its flag: the flags of the records copied then as they are now, then the records appended since, then a
-     * force of this log, records and header. This log's own thread only.
+     * and its flag: the flags of the records copied so far as they are now, then the records appended since, then
+     * a force of this log, records and header. This log's own thread only.
      *
      * @param from     the log being replaced.
      * @param resumeAt what startCopyFrom, or the last {@link #continueCopyFrom}, returned.
@@ -1159,8 +1162,7 @@ public final class RecordLog implements AutoCloseable
     {
         if (!fitsHalf(from))
         {
-            reset(from.headLsn());
-            unflagged = null;
+            abandonCopy(from);
             return -1;
         }
         if (from.headPosition() != copyFromHead)
@@ -1178,10 +1180,20 @@ public final class RecordLog implements AutoCloseable
                 markFlag(unflagged[i + 1], flags);
             }
         }
-        copyRecords(from, resumeAt, from.tailPosition());
+        if (copyRecords(from, resumeAt, from.tailPosition()) < 0)
+        {
+            throw new IllegalStateException("record log " + path + " ran out of room copying " + from.path +
+                ", though it held no more than half of it");
+        }
         force();
         unflagged = null;
         return copiedRecords;
+    }
+
+    private void abandonCopy(final RecordLog from)
+    {
+        reset(from.headLsn());
+        unflagged = null;
     }
 
     /** Half: the copy must also leave room for the appends that wait for it, and the two logs pad differently. */
@@ -1190,7 +1202,12 @@ public final class RecordLog implements AutoCloseable
         return from.usedBytes() <= capacity / 2;
     }
 
-    private void copyRecords(final RecordLog from, final long start, final long end)
+    /**
+     * Copies {@code from}'s records from {@code start} on, each whole, until one ends at or past {@code end}.
+     *
+     * @return the position after the last record copied, or -1 when this log ran out of room.
+     */
+    private long copyRecords(final RecordLog from, final long start, final long end)
     {
         final Cursor records = from.newCursor();
         records.position(start);
@@ -1200,8 +1217,7 @@ public final class RecordLog implements AutoCloseable
             final long recordPosition = reserve(length);
             if (recordPosition < 0)
             {
-                throw new IllegalStateException("record log " + path + " ran out of room copying " + from.path +
-                    " at LSN " + records.lsn() + ", though it held no more than half of it");
+                return -1;
             }
             final ByteBuffer payload = records.payload();
             stagingBuffer.putBytes(RECORD_HEADER_LENGTH, payload, payload.position(), length);
@@ -1219,6 +1235,7 @@ public final class RecordLog implements AutoCloseable
                 unflagged[unflaggedCount++] = recordPosition;
             }
         }
+        return records.nextPosition();
     }
 
     /**
@@ -1972,6 +1989,27 @@ public final class RecordLog implements AutoCloseable
      * service of the host too, and a minute to fail. Besides the log, min(1 GiB, 5% of the file system) must stay
      * free.
      */
+    /**
+     * Refuses, before anything is written, a log of this capacity its file system has no room for (as
+     * {@link #prepare} would, later).
+     *
+     * @param file     the log file to be.
+     * @param capacity bytes of records.
+     * @throws BlockmoverException (BAD_REQUEST) saying the largest size that fits.
+     */
+    public static void checkRoomFor(final Path file, final long capacity)
+    {
+        try
+        {
+            checkRoom(file, FILE_HEADER_LENGTH + capacity);
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot check the room for record log " + file + ": " +
+                ex, ex);
+        }
+    }
+
     private static void checkRoom(final Path file, final long length) throws IOException
     {
         final FileStore store = Files.getFileStore(file.toAbsolutePath().getParent());

@@ -194,9 +194,14 @@ class RecordLogTest
             from.reset(1);
             final long first = from.tryAppend(1, 0, 0, 0, payload, 0, 5000);
             assertTrue(from.tryAppend(2, 0, 8192, 4, payload, 0, 5000) >= 0);
-            final long resumeAt = to.startCopyFrom(from);
+            final long start = to.startCopyFrom(from);
+            assertEquals(from.headPosition(), start);
+            final long afterOne = to.continueCopyFrom(from, start, 1);
+            assertEquals(1, to.tailLsn(), "a step copies whole records, at least one");
+            final long resumeAt = to.continueCopyFrom(from, afterOne, Long.MAX_VALUE);
             assertEquals(from.tailPosition(), resumeAt);
             assertEquals(2, to.tailLsn());
+            assertEquals(to.tailPosition(), to.forcedPosition(), "each step forces what it copied");
 
             from.markFlag(first, 4); // A write in flight reached its volume.
             assertTrue(from.tryAppend(3, 1, 4096, 0, payload, 0, 700) >= 0);
@@ -224,13 +229,28 @@ class RecordLogTest
             RecordLog to = RecordLog.open(dir.resolve("to"), CAPACITY / 2, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
         {
             from.reset(1);
+            final long[] positions = new long[5];
             for (int i = 0; i < 5; i++)
             {
-                assertTrue(from.tryAppend(1 + i, 0, 0, 0, payload, 0, MAX_RECORD_LENGTH) >= 0);
+                positions[i] = from.tryAppend(1 + i, 0, 0, 0, payload, 0, MAX_RECORD_LENGTH);
+                assertTrue(positions[i] >= 0);
             }
             assertEquals(-1, to.copyUnreleasedFrom(from), "5 x 64 KiB is more than half of 512 KiB");
             assertTrue(to.isEmpty());
             assertEquals(RecordLog.NULL_LSN, to.headLsn(), "nothing written");
+
+            // Appends during the copy outgrow the new log (two segments of three records): it is empty again, for
+            // another start.
+            from.release(positions[2]);
+            final long start = to.startCopyFrom(from);
+            assertTrue(start >= 0, "two records fit in half");
+            for (int i = 5; i < 10; i++)
+            {
+                assertTrue(from.tryAppend(1 + i, 0, 0, 0, payload, 0, MAX_RECORD_LENGTH) >= 0);
+            }
+            assertEquals(-1, to.continueCopyFrom(from, start, Long.MAX_VALUE));
+            assertTrue(to.isEmpty());
+            assertEquals(from.headLsn(), to.tailLsn() + 1, "empty, ready to start again");
         }
     }
 
