@@ -436,11 +436,17 @@ final class SourceGroupHandle
         }
         catch (final BlockmoverException | java.io.UncheckedIOException | IllegalStateException ex)
         {
-            if (resizedLog != null)
+            if (resizedLog != null && group.log() != resizedLog)
             {
-                resizedLog.close();
-                resizedLog = null;
+                resizedLog.closeReplaced(); // Deleted below: nothing of it to force.
             }
+            else if (resizedLog != null)
+            {
+                // Renamed into place, then its directory failed to force: it is the group's log now.
+                config.logSize = prepared.capacity;
+                store.save(config);
+            }
+            resizedLog = null;
             logResize = null;
             logResizeWait = null;
             logResizeError = "the log was not resized to " + prepared.capacity + " bytes: " + ex.getMessage();

@@ -1333,8 +1333,17 @@ public final class SourceGroup implements AutoCloseable
                 moved = next.finishCopyFrom(old, resumeAt);
                 if (moved >= 0)
                 {
-                    next.renameTo(target);
-                    log = next;
+                    try
+                    {
+                        next.renameTo(target);
+                    }
+                    finally
+                    {
+                        if (next.path().equals(target))
+                        {
+                            log = next; // Its file is the group's now, even when its directory failed to force.
+                        }
+                    }
                 }
             }
         }
@@ -1343,8 +1352,16 @@ public final class SourceGroup implements AutoCloseable
         {
             // Outside the locks: no thread can reach the old log any more, and closing it is the last close of a
             // deleted file, which frees its pages and blocks: 122 ms for 256 MiB here, writes waiting for it when
-            // it was done under the append lock.
-            old.closeReplaced();
+            // it was done under the append lock. Its file is gone: failing to close it loses nothing, and must not
+            // look like a failed resize (the caller would close the new log, now the group's).
+            try
+            {
+                old.closeReplaced();
+            }
+            catch (final RuntimeException ignored)
+            {
+                // The descriptor leaks until the daemon stops; the log it held is already replaced.
+            }
         }
         return moved;
     }

@@ -1240,7 +1240,8 @@ public final class RecordLog implements AutoCloseable
 
     /**
      * Renames the log's file durably (the new name's directory entry forced), replacing whatever file had that
-     * name: the last step of a resize, which makes the copy the group's log.
+     * name: the last step of a resize, which makes the copy the group's log. When only the directory's force
+     * fails, the file is renamed ({@link #path} says so) and it throws all the same.
      *
      * @param target the file's new name.
      */
@@ -1249,14 +1250,23 @@ public final class RecordLog implements AutoCloseable
         try
         {
             Files.move(path, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            DurableFiles.forceDirectory(target.toAbsolutePath().getParent());
         }
         catch (final IOException ex)
         {
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot rename record log " + path + " to " + target +
                 ": " + ex, ex);
         }
+        // Renamed, whatever follows: the file the name gives after a restart is this log's.
         path = target;
+        try
+        {
+            DurableFiles.forceDirectory(target.toAbsolutePath().getParent());
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "record log " + path + " is renamed, but its " +
+                "directory could not be forced (a failing disk?): " + ex, ex);
+        }
     }
 
     /**
