@@ -127,6 +127,16 @@ final class ConductorEvents
                 // Only while it lasts: a planned switch draining to the partner, writes refused.
                 attrs.put("switching", "yes");
             }
+            if (group.get("log_resize") instanceof Map<?, ?> resize)
+            {
+                // Only while it lasts, like switching: its removal, with no log_resize_error, is the resize done.
+                attrs.put("log_resize", Boolean.TRUE.equals(resize.get("copying")) ? "copying" :
+                    resize.get("waiting") != null ? "waiting" : "writing");
+            }
+            if (group.get("log_resize_error") != null)
+            {
+                attrs.put("log_resize_error", group.get("log_resize_error"));
+            }
             if (Boolean.TRUE.equals(group.get("partner_apply_failing")))
             {
                 // Only while it lasts: its removal is the recovery event.

@@ -338,6 +338,9 @@ class GroupIT
                 testbed.group("site-a", name).get("log_resize") instanceof Map<?, ?> r && r.get("waiting") != null);
             assertTrue(testbed.cli("site-a", "group", "status", name).expect(0).stdout()
                 .contains("log resize to 16.0 MiB: waiting: the records site-b lacks"));
+            final String events = testbed.cli("site-a", "events", "--now").expect(0).stdout();
+            assertTrue(events.lines().anyMatch((l) -> l.contains("group name=" + name) &&
+                l.contains("log_resize=waiting")), events);
             final Run switchRefused = testbed.cli("site-a", "group", "switch", name).expect(4);
             assertTrue(switchRefused.stderr().contains("is being resized"), switchRefused.toString());
             // The session goes on being looked after while the resize waits: a partner that restarts is dialled
