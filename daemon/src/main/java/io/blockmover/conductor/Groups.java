@@ -607,8 +607,7 @@ final class Groups implements AutoCloseable
         }
         catch (final BlockmoverException ex)
         {
-            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " +
-                ex.getMessage().replace("record log (new): ", ""));
+            throw new BlockmoverException(ErrorCode.BAD_REQUEST, "--log-size " + logSize + ": " + ex.getMessage());
         }
         return logSize;
     }

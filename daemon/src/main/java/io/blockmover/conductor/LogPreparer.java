@@ -1,5 +1,7 @@
 package io.blockmover.conductor;
 
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
@@ -8,6 +10,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
@@ -107,20 +110,20 @@ final class LogPreparer implements AutoCloseable
             {
                 try
                 {
-                    java.nio.file.Files.deleteIfExists(file);
+                    Files.deleteIfExists(file);
                     final Path dir = file.toAbsolutePath().getParent();
-                    if (dir != null && java.nio.file.Files.isDirectory(dir))
+                    if (dir != null && Files.isDirectory(dir))
                     {
-                        try (java.util.stream.Stream<Path> entries = java.nio.file.Files.list(dir))
+                        try (Stream<Path> entries = Files.list(dir))
                         {
                             if (entries.findAny().isEmpty())
                             {
-                                java.nio.file.Files.delete(dir);
+                                Files.delete(dir);
                             }
                         }
                     }
                 }
-                catch (final java.io.IOException ex)
+                catch (final IOException ex)
                 {
                     LOG.log(System.Logger.Level.WARNING, "cannot delete " + file + ": " + ex.getMessage());
                 }

@@ -339,7 +339,7 @@ final class SourceGroupHandle
      * 'group set --log-size': this host's log takes another size while the group runs, with nothing resent. The new
      * log is written whole beside the old one, on the preparer's thread, as a new group's is; once it is, and the
      * records the partner lacks fit in half of it, they move to it (byte for byte, writes waiting only for that copy)
-     * and it takes the old one's place ({@link SourceGroup#replaceLog}). The session with the partner starts over,
+     * and it takes the old one's place ({@link SourceGroup#startLogCopy}). The session with the partner starts over,
      * from the new log.
      *
      * @param size     the new capacity, checked.
@@ -405,7 +405,6 @@ final class SourceGroupHandle
             {
                 return beginLogCopy(prepared, file);
             }
-            final long oldTail = group.log().tailPosition();
             if (!group.isLogCopyNearlyDone(copyResumeAt) && (copyResumeAt < copyChaseFrom || copyChaseSteps++ <
                 LOG_COPY_CHASE_STEPS))
             {
@@ -417,6 +416,7 @@ final class SourceGroupHandle
                 return 1;
             }
             final long used = group.log().usedBytes();
+            final long leftForTheWait = group.log().tailPosition() - copyResumeAt;
             final long moved = group.finishLogCopy(resizedLog, copyResumeAt, store.dir(config.name).resolve(LOG_FILE));
             if (moved < 0)
             {
@@ -432,7 +432,7 @@ final class SourceGroupHandle
                 "the %d records %s lacks (%s) moved to it in %.1f ms, writes waiting for the last %.1f ms of " +
                 "it (%s); nothing is resent", config.name, config.logSize, was, moved, config.peer,
                 io.blockmover.cli.Format.bytes(used), (System.nanoTime() - copyStartNs) / 1e6,
-                group.logReplacePauseNs() / 1e6, io.blockmover.cli.Format.bytes(oldTail - copyResumeAt)));
+                group.logReplacePauseNs() / 1e6, io.blockmover.cli.Format.bytes(leftForTheWait)));
         }
         catch (final BlockmoverException | java.io.UncheckedIOException | IllegalStateException ex)
         {

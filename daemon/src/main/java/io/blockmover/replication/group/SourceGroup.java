@@ -71,7 +71,7 @@ public final class SourceGroup implements AutoCloseable
     private final GroupConfig config;
     private final Volume[] volumes;
     private final DirtyBitmap[] bitmaps;
-    // Replaced only by a resize (replaceLog), under the append and force locks with no write in flight: read it
+    // Replaced only by a resize (finishLogCopy), under the append and force locks with no write in flight: read it
     // under one of them, or for its counters only (capacity, free and used bytes are plain fields of either log).
     private volatile RecordLog log;
     private final ReplicatedExport[] exports;
@@ -1243,26 +1243,6 @@ public final class SourceGroup implements AutoCloseable
         {
             frozen = value;
         }
-    }
-
-    /**
-     * Moves the group to a new log, of another size, with nothing resent, in one go: {@link #startLogCopy}, then
-     * {@link #continueLogCopy} until little is left, then {@link #finishLogCopy}. The daemon takes those steps one
-     * per duty cycle of its conductor instead, which must not stop for the seconds a large backlog takes.
-     *
-     * @param next   the new log, open and empty; its file is renamed to {@code target}.
-     * @param target the group's log file.
-     * @return records moved, or -1 when they need more than half of {@code next}: nothing changed ({@code next}
-     *     is empty again), try again once the partner holds more of them.
-     */
-    public long replaceLog(final RecordLog next, final Path target)
-    {
-        long resumeAt = startLogCopy(next);
-        for (int pass = 0; resumeAt >= 0 && pass < 16 && !isLogCopyNearlyDone(resumeAt); pass++)
-        {
-            resumeAt = continueLogCopy(next, resumeAt, Long.MAX_VALUE);
-        }
-        return resumeAt < 0 ? -1 : finishLogCopy(next, resumeAt, target);
     }
 
     /**

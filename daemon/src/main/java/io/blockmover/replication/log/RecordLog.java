@@ -17,6 +17,7 @@ import java.util.zip.CRC32C;
 
 import org.agrona.BufferUtil;
 import org.agrona.IoUtil;
+import org.agrona.collections.LongArrayList;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import com.sun.jna.LastErrorException;
@@ -123,8 +124,7 @@ public final class RecordLog implements AutoCloseable
     // many records it copied, and the positions (there, here) of those copied without their WRITTEN flag.
     private long copyFromHead;
     private long copiedRecords;
-    private long[] unflagged;
-    private int unflaggedCount;
+    private final LongArrayList unflagged = new LongArrayList();
     private final FileChannel channel;
     private final MappedByteBuffer headerMapped;
     private final UnsafeBuffer header;
@@ -346,7 +346,7 @@ public final class RecordLog implements AutoCloseable
      */
     public static void checkGeometry(final long capacity, final int maxRecordLength)
     {
-        validateGeometry(Path.of("(new)"), capacity, maxRecordLength, (int)Math.min(capacity, MAX_SEGMENT_LENGTH));
+        validateGeometry("", capacity, maxRecordLength, (int)Math.min(capacity, MAX_SEGMENT_LENGTH));
     }
 
     /**
@@ -377,7 +377,7 @@ public final class RecordLog implements AutoCloseable
         final AtomicLong written)
     {
         final int segmentLength = (int)Math.min(capacity, MAX_SEGMENT_LENGTH);
-        validateGeometry(file, capacity, maxRecordLength, segmentLength);
+        validateGeometry("record log " + file + ": ", capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
         {
             create(file, capacity, maxRecordLength, segmentLength, true, written);
@@ -398,7 +398,7 @@ public final class RecordLog implements AutoCloseable
     private static RecordLog open(final Path file, final long capacity, final int maxRecordLength,
         final int segmentLength, final boolean preallocate, final RecoveryProgress progress)
     {
-        validateGeometry(file, capacity, maxRecordLength, segmentLength);
+        validateGeometry("record log " + file + ": ", capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
         {
             create(file, capacity, maxRecordLength, segmentLength, preallocate, new AtomicLong());
@@ -1077,20 +1077,6 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * Fills this new, empty log with every unreleased record of {@code from}, byte for byte: the same LSNs, flags
-     * and CRCs (a record damaged in {@code from} stays detectably damaged here, never laundered with a new CRC),
-     * then forces it, records and header: {@link #startCopyFrom} and {@link #finishCopyFrom} in one go.
-     *
-     * @param from the log being replaced.
-     * @return records copied, or -1 when they need more than half of this log (this log is empty then).
-     */
-    public long copyUnreleasedFrom(final RecordLog from)
-    {
-        final long resumeAt = startCopyFrom(from);
-        return resumeAt < 0 ? -1 : finishCopyFrom(from, resumeAt);
-    }
-
-    /**
      * Begins a copy of {@code from}'s unreleased records into this new, empty log, for the resize of a running
      * group's log: the copy goes on in steps ({@link #continueCopyFrom}) while {@code from}'s appender goes on (it
      * only adds records after them), and ends with {@link #finishCopyFrom} once it is stopped. Nothing may be
@@ -1120,8 +1106,7 @@ public final class RecordLog implements AutoCloseable
         reset(from.headLsn());
         copyFromHead = from.headPosition();
         copiedRecords = 0;
-        unflagged = new long[64];
-        unflaggedCount = 0;
+        unflagged.clear();
         return copyFromHead;
     }
 
@@ -1172,12 +1157,12 @@ public final class RecordLog implements AutoCloseable
         }
         // Only a record copied before its WRITTEN flag was set can differ now: the others' flags are final (a walk
         // of every record through both mappings instead took writes 200 ms to wait for, at 35,000 records).
-        for (int i = 0; i < unflaggedCount; i += 2)
+        for (int i = 0; i < unflagged.size(); i += 2)
         {
-            final int flags = from.flags(unflagged[i]);
-            if ((flags(unflagged[i + 1]) & flags) != flags)
+            final int flags = from.flags(unflagged.getLong(i));
+            if ((flags(unflagged.getLong(i + 1)) & flags) != flags)
             {
-                markFlag(unflagged[i + 1], flags);
+                markFlag(unflagged.getLong(i + 1), flags);
             }
         }
         if (copyRecords(from, resumeAt, from.tailPosition()) < 0)
@@ -1186,14 +1171,14 @@ public final class RecordLog implements AutoCloseable
                 ", though it held no more than half of it");
         }
         force();
-        unflagged = null;
+        unflagged.clear();
         return copiedRecords;
     }
 
     private void abandonCopy(final RecordLog from)
     {
         reset(from.headLsn());
-        unflagged = null;
+        unflagged.clear();
     }
 
     /** Half: the copy must also leave room for the appends that wait for it, and the two logs pad differently. */
@@ -1227,12 +1212,8 @@ public final class RecordLog implements AutoCloseable
             copiedRecords++;
             if ((flags & RecordFlags.WRITTEN) == 0)
             {
-                if (unflaggedCount + 2 > unflagged.length)
-                {
-                    unflagged = java.util.Arrays.copyOf(unflagged, unflagged.length * 2);
-                }
-                unflagged[unflaggedCount++] = records.position();
-                unflagged[unflaggedCount++] = recordPosition;
+                unflagged.addLong(records.position());
+                unflagged.addLong(recordPosition);
             }
         }
         return records.nextPosition();
@@ -1376,7 +1357,7 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * Unmaps and closes without forcing: for a log another one replaced ({@link #copyUnreleasedFrom}), whose file
+     * Unmaps and closes without forcing: for a log another one replaced ({@link #finishCopyFrom}), whose file
      * is gone. Forcing it would write back to a deleted file every record it still had in the page cache (up to
      * its whole capacity), while the group's writes wait.
      */
@@ -1871,25 +1852,28 @@ public final class RecordLog implements AutoCloseable
         return (int)(position % capacity) & segmentMask;
     }
 
+    /**
+     * @param what names the log at the head of a refusal ("record log PATH: "), or is empty for a size alone.
+     */
     private static void validateGeometry(
-        final Path file, final long capacity, final int maxRecordLength, final int segmentLength)
+        final String what, final long capacity, final int maxRecordLength, final int segmentLength)
     {
         if (segmentLength < FILE_HEADER_LENGTH || Integer.bitCount(segmentLength) != 1 ||
             segmentLength > MAX_SEGMENT_LENGTH)
         {
-            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + ": segment length " +
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, what + "segment length " +
                 segmentLength + " must be a power of two between 4096 and " + MAX_SEGMENT_LENGTH +
                 ": use a log capacity that is a power of two up to 1 GiB or a multiple of 1 GiB");
         }
         if (capacity <= 0 || capacity % segmentLength != 0)
         {
-            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + ": capacity " + capacity +
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, what + "capacity " + capacity +
                 " is not a multiple of the segment length " + segmentLength +
                 ": use a log capacity that is a power of two up to 1 GiB or a multiple of 1 GiB");
         }
         if (maxRecordLength <= 0 || (long)recordLength(maxRecordLength) > segmentLength)
         {
-            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "record log " + file + ": max record length " +
+            throw new BlockmoverException(ErrorCode.CONFIG_INVALID, what + "max record length " +
                 maxRecordLength + " does not fit a segment of " + segmentLength + " bytes with its header:" +
                 " lower the max record length or raise the log capacity");
         }

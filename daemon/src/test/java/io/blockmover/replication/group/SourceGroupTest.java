@@ -155,12 +155,12 @@ class SourceGroupTest
         group.log().release(held.position()); // The partner holds LSN 1 and 2 durably.
 
         final RecordLog small = RecordLog.open(dir.resolve("log.small"), 128 * 1024, REGION);
-        assertEquals(-1, group.replaceLog(small, dir.resolve("log")), "76 KiB of records are more than half");
+        assertEquals(-1, replaceLog(small, dir.resolve("log")), "76 KiB of records are more than half");
         small.close();
         assertEquals(1L << 20, group.log().capacity(), "nothing changed");
 
         final RecordLog bigger = RecordLog.open(dir.resolve("log.resize"), 4L << 20, REGION);
-        assertEquals(4, group.replaceLog(bigger, dir.resolve("log")));
+        assertEquals(4, replaceLog(bigger, dir.resolve("log")));
         assertEquals(4L << 20, group.log().capacity());
         assertEquals(dir.resolve("log"), group.log().path());
         assertFalse(Files.exists(dir.resolve("log.resize")));
@@ -197,6 +197,17 @@ class SourceGroupTest
      * order with no gap, flagged WRITTEN, its payload what the volume holds (no write appended to a log after its
      * copy, none flagged in the wrong one).
      */
+    /** The daemon's steps of a log resize, taken in one go: start, copy until little is left, finish. */
+    private long replaceLog(final RecordLog next, final Path target)
+    {
+        long resumeAt = group.startLogCopy(next);
+        for (int pass = 0; resumeAt >= 0 && pass < 16 && !group.isLogCopyNearlyDone(resumeAt); pass++)
+        {
+            resumeAt = group.continueLogCopy(next, resumeAt, Long.MAX_VALUE);
+        }
+        return resumeAt < 0 ? -1 : group.finishLogCopy(next, resumeAt, target);
+    }
+
     @Test
     void shouldLoseNoWriteThatRacesAReplacementOfTheLog() throws Exception
     {
@@ -236,7 +247,7 @@ class SourceGroupTest
         {
             final Path next = dir.resolve("log.resize");
             final RecordLog bigger = RecordLog.open(next, replaced % 2 == 0 ? 16L << 20 : 8L << 20, REGION);
-            assertTrue(group.replaceLog(bigger, dir.resolve("log")) >= 0);
+            assertTrue(replaceLog(bigger, dir.resolve("log")) >= 0);
             replaced++;
         }
         for (final Thread t : threads)
