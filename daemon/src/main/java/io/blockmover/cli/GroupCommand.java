@@ -252,6 +252,10 @@ final class GroupCommand implements Callable<Integer>
                 System.out.println("  partner: cannot apply to its volumes (full or failing disk?): see 'blockmover " +
                     "group status " + g.get("name") + "' on " + g.get("peer"));
             }
+            if (logResizeLine(g) != null)
+            {
+                System.out.println("  " + logResizeLine(g));
+            }
             if (g.get("rpo_bytes") != null)
             {
                 System.out.printf(Locale.ROOT, "  not yet on partner: %s (%.1f s)   log %s of %s   writes %s%n",
@@ -263,10 +267,6 @@ final class GroupCommand implements Callable<Integer>
                 if (g.get("activity_regions") instanceof Number hot)
                 {
                     System.out.println("  activity log: " + hot + " regions (what a crash of this host resends)");
-                }
-                if (logResizeLine(g) != null)
-                {
-                    System.out.println("  " + logResizeLine(g));
                 }
                 final Map<String, Object> lat = (Map<String, Object>)g.get("latency");
                 for (final Map.Entry<String, Object> e : lat.entrySet())
@@ -390,8 +390,10 @@ final class GroupCommand implements Callable<Integer>
             final long size = ((Number)resize.get("size")).longValue();
             final long written = ((Number)resize.get("written")).longValue();
             return "log resize to " + Format.bytes(size) + ": " + (written < size ? "writing the new log, " +
-                Format.bytes(written) + " so far" : Boolean.TRUE.equals(resize.get("copying")) ? "copying the " +
-                "records the partner lacks to it (the session waits)" : resize.get("waiting") != null ? "waiting: " +
+                Format.bytes(written) + " so far" : Boolean.TRUE.equals(resize.get("copying")) ?
+                ("destination".equals(g.get("role")) ? "applying what it holds and moving to it (the session " +
+                "waits)" : "copying the records the partner lacks to it (the session waits)") :
+                resize.get("waiting") != null ? "waiting: " +
                 resize.get("waiting") : "written, putting it in place");
         }
         return g.get("log_resize_error") != null ? "log resize failed: " + g.get("log_resize_error") : null;
@@ -431,8 +433,10 @@ final class GroupCommand implements Callable<Integer>
             "Set-SRGroup -LogSizeInBytes). The new log is written whole beside the old one while replication",
             "goes on (group status shows how far: log_resize); then the records the partner lacks move to it,",
             "copied while writes go on (they wait only for the last few records, milliseconds), and it takes the",
-            "old one's place. A smaller log waits until those records fit in half of it. The partner's log keeps",
-            "its size: resize it there after a switch."})
+            "old one's place. A smaller log waits until those records fit in half of it. The partner's log",
+            "follows (it hears the size when the session starts again): written beside its own, then moved to",
+            "once it has applied what it holds, the session ended for that moment; so after a switch the new",
+            "source has the log that was set. Set it where the group is the source."})
     static final class Set extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group")

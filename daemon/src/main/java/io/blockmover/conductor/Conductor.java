@@ -961,6 +961,15 @@ public final class Conductor implements Agent, ControlServer.Handler
     }
 
     /**
+     * Wakes the conductor from its idle wait (up to the housekeeping interval) for work another thread finished.
+     * Any thread.
+     */
+    public void wakeUp()
+    {
+        selector.wakeup();
+    }
+
+    /**
      * Asks the conductor to re-read its configuration file at its next duty cycle (SIGHUP). Any thread.
      */
     public void requestReload()

@@ -61,6 +61,24 @@ final class DestinationGroupHandle
     private final RpoTarget rpoTarget = new RpoTarget();
     /** When the last session from the source ended (0: none yet): how long a failover has been waiting. */
     private long unlinkedSinceMs;
+    /**
+     * The records not yet applied when the session ends for a move to a new log: they are applied before it (the
+     * new log starts empty), while the source waits to reconnect (half a second); more, and the move waits.
+     */
+    static final long LOG_SWAP_BACKLOG_BYTES = 16L << 20;
+    /**
+     * The log follows its source's size (the OPEN says it, after a resize there): the size asked, the preparer
+     * that writes the new log beside the group's, the new log once written, and a size this host failed to move
+     * to, not tried again until the source asks another or the daemon restarts.
+     */
+    private long wantedLogSize;
+    private LogPreparer preparer;
+    private LogPreparer.Preparation logResize;
+    private RecordLog resizedLog;
+    private long failedLogSize;
+    private String logResizeWait;
+    private String logResizeError;
+    private long swapStartNs;
 
     DestinationGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -111,8 +129,17 @@ final class DestinationGroupHandle
                 conductor.log("group " + config.name + ": a test mount does not survive a restart; its views were " +
                     "removed (mount again with 'blockmover group test-failover mount " + config.name + "')");
             }
+            try
+            {
+                store.adoptLogOnDisk(config, conductor);
+            }
+            catch (final java.io.IOException ex)
+            {
+                throw new java.io.UncheckedIOException(ex);
+            }
             final LogRecoveryProgress progress = new LogRecoveryProgress(conductor, config.name);
-            log = RecordLog.open(store.dir(config.name).resolve("log"), config.logSize, config.regionLength,
+            log = RecordLog.open(store.dir(config.name).resolve(SourceGroupHandle.LOG_FILE), config.logSize,
+                config.regionLength,
                 progress);
             progress.done(log.recovery());
             if (log.headLsn() == RecordLog.NULL_LSN)
@@ -272,7 +299,8 @@ final class DestinationGroupHandle
             testMount = null;
             return 1;
         }
-        final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged() + checkRpo();
+        final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged() + checkRpo() +
+            stepLogResize();
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -282,6 +310,190 @@ final class DestinationGroupHandle
         conductor.log("group " + config.name + ": session from " + config.peer + " ended: " + lastError);
         closeSession();
         return 1;
+    }
+
+    /**
+     * The source's OPEN gives its log's size: this host's log follows it (a resize there), so that after a switch
+     * the group has the log the admin set. It is written beside the group's while the session goes on.
+     */
+    void followLogSize(final long size, final LogPreparer logPreparer)
+    {
+        preparer = logPreparer;
+        if (size != wantedLogSize)
+        {
+            failedLogSize = 0;
+        }
+        wantedLogSize = size;
+    }
+
+    /**
+     * @return whether this host is moving to a new log: the session is ended for it, and an OPEN must wait.
+     */
+    boolean isSwappingLog()
+    {
+        return resizedLog != null;
+    }
+
+    /**
+     * A step of following the source's log size: write the new log beside the group's (the session goes on), then,
+     * once the applier has little left to apply, end the session and have the applier apply the rest and move to
+     * the new log, empty at the next LSN ({@link DestinationGroup#requestLogReplacement}); the source reconnects to
+     * it. Nothing is resent: the new log holds no record the source must send again.
+     */
+    private int stepLogResize()
+    {
+        if (group == null || preparer == null)
+        {
+            return 0;
+        }
+        if (resizedLog != null)
+        {
+            return finishLogSwap();
+        }
+        final Path file = store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE);
+        if (logResize == null)
+        {
+            if (wantedLogSize == 0 || wantedLogSize == config.logSize || wantedLogSize == failedLogSize)
+            {
+                return 0;
+            }
+            try
+            {
+                RecordLog.checkRoomFor(file, wantedLogSize);
+            }
+            catch (final BlockmoverException ex)
+            {
+                return logResizeFailed(wantedLogSize, ex.getMessage());
+            }
+            logResizeError = null;
+            logResizeWait = null;
+            logResize = preparer.prepare(file, wantedLogSize, config.regionLength, config.name, config.peer);
+            conductor.log("group " + config.name + ": its log follows " + config.peer + "'s to " + wantedLogSize +
+                " bytes: writing it beside the " + config.logSize + "-byte one (replication goes on)");
+            return 1;
+        }
+        if (!logResize.isDone())
+        {
+            return 0;
+        }
+        if (logResize.capacity != wantedLogSize)
+        {
+            // The source's log changed size again (or back) meanwhile: start over for the size it has now.
+            logResize = null;
+            logResizeWait = null;
+            deleteQuietly(file);
+            return 1;
+        }
+        try
+        {
+            logResize.check();
+        }
+        catch (final BlockmoverException ex)
+        {
+            logResize = null;
+            return logResizeFailed(wantedLogSize, ex.getMessage());
+        }
+        final String wait = group.failure() != null ? "the applier to recover (" + group.failure() + ")" :
+            group.damagedLsn() != 0 ? "damaged records to be dropped" :
+            testMount != null ? "the test failover to be dismounted" :
+            group.unappliedBytes() > LOG_SWAP_BACKLOG_BYTES ? "the applier to catch up (" +
+                io.blockmover.cli.Format.bytes(group.unappliedBytes()) + " unapplied)" : null;
+        if (wait != null)
+        {
+            if (logResizeWait == null)
+            {
+                conductor.log("group " + config.name + ": its new " + logResize.capacity + "-byte log waits for " +
+                    wait);
+            }
+            logResizeWait = wait;
+            return 0;
+        }
+        try
+        {
+            resizedLog = RecordLog.open(file, logResize.capacity, config.regionLength);
+        }
+        catch (final BlockmoverException | java.io.UncheckedIOException ex)
+        {
+            logResize = null;
+            return logResizeFailed(wantedLogSize, ex.getMessage());
+        }
+        swapStartNs = System.nanoTime();
+        if (receiver != null)
+        {
+            conductor.log("group " + config.name + ": ending the session from " + config.peer + " to move to the new " +
+                "log; it reconnects to it");
+            closeSession();
+        }
+        group.requestLogReplacement(resizedLog, store.dir(config.name).resolve(SourceGroupHandle.LOG_FILE),
+            conductor::wakeUp, preparer::closeReplaced);
+        return 1;
+    }
+
+    /**
+     * The applier moves to the new log: once it is done (or failed), close the log it replaced and keep the size.
+     */
+    private int finishLogSwap()
+    {
+        final int state = group.logReplacementState();
+        if (state == DestinationGroup.REPLACEMENT_REQUESTED && group.failure() != null &&
+            group.cancelLogReplacement())
+        {
+            // The volumes failed while the last records were applied: wait for them as before, sessions go on.
+            resizedLog.close();
+            resizedLog = null;
+            return 1;
+        }
+        if (state != DestinationGroup.REPLACEMENT_DONE && state != DestinationGroup.REPLACEMENT_FAILED)
+        {
+            return 0;
+        }
+        final String error = group.logReplacementError();
+        group.endLogReplacement();
+        final long size = logResize.capacity;
+        final long was = config.logSize;
+        if (group.log() == resizedLog)
+        {
+            // Renamed into place (even when its directory's force then failed): it is the group's log now.
+            config.logSize = size;
+            store.save(config);
+        }
+        else
+        {
+            resizedLog.closeReplaced();
+        }
+        resizedLog = null;
+        logResize = null;
+        logResizeWait = null;
+        if (error != null)
+        {
+            return logResizeFailed(size, error);
+        }
+        conductor.log(String.format(java.util.Locale.ROOT, "group %s: its log is now %d bytes (was %d), as %s's " +
+            "is; the move took %.1f ms without a session", config.name, size, was, config.peer,
+            (System.nanoTime() - swapStartNs) / 1e6));
+        return 1;
+    }
+
+    private int logResizeFailed(final long size, final String why)
+    {
+        failedLogSize = size;
+        logResizeError = "the log was not resized to " + size + " bytes, as " + config.peer + "'s is: " + why;
+        conductor.log("group " + config.name + ": " + logResizeError + "; it keeps its " + config.logSize +
+            "-byte log (tried again when " + config.peer + "'s log changes size, or this daemon restarts)");
+        deleteQuietly(store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE));
+        return 1;
+    }
+
+    private static void deleteQuietly(final Path file)
+    {
+        try
+        {
+            java.nio.file.Files.deleteIfExists(file);
+        }
+        catch (final java.io.IOException ignored)
+        {
+            // Deleted at the group's next open.
+        }
     }
 
     /**
@@ -510,6 +722,21 @@ final class DestinationGroupHandle
         closeSession();
         CloseHelper.quietClose(applierRunner);
         applierRunner = null;
+        if (resizedLog != null && !group.cancelLogReplacement())
+        {
+            finishLogSwap(); // The applier ended it: done or failed.
+        }
+        if (resizedLog != null)
+        {
+            resizedLog.close();
+            resizedLog = null;
+        }
+        if (logResize != null)
+        {
+            // Its new log goes once the preparer is done with it; the next open drops it if the daemon stops first.
+            logResize.discardWhenDone(store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE));
+            logResize = null;
+        }
         if (group != null)
         {
             group.close();
@@ -595,6 +822,19 @@ final class DestinationGroupHandle
                 s.put("bytes_sent", receiver.connection().bytesSent());
             }
             io.blockmover.replication.group.GroupStatus.describe(group, s);
+        }
+        if (logResize != null)
+        {
+            final Map<String, Object> resize = new LinkedHashMap<>();
+            resize.put("size", logResize.capacity);
+            resize.put("written", logResize.written());
+            resize.put("waiting", resizedLog == null ? logResizeWait : null);
+            resize.put("copying", resizedLog != null);
+            s.put("log_resize", resize);
+        }
+        if (logResizeError != null)
+        {
+            s.put("log_resize_error", logResizeError);
         }
         if (testMount != null)
         {

@@ -15,6 +15,7 @@ import java.util.stream.Stream;
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 import io.blockmover.replication.group.GroupConfig;
+import io.blockmover.replication.log.RecordLog;
 
 /**
  * Groups on disk: state.dir/groups/NAME/ holds group.json (the definition), run.json (whether the daemon stopped
@@ -61,6 +62,27 @@ final class GroupStore
         catch (final IOException ex)
         {
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot save group " + config.name + ": " + ex, ex);
+        }
+    }
+
+    /**
+     * Before a group's log opens: a resize the daemon stopped in has left the new log beside the group's (written,
+     * not yet in its place: dropped, the group's log is whole), or has put it in place without saving its size in
+     * group.json (the file's own header says it: kept, and saved).
+     */
+    void adoptLogOnDisk(final GroupConfig config, final Conductor conductor) throws IOException
+    {
+        final Path dir = dir(config.name);
+        Files.deleteIfExists(dir.resolve(SourceGroupHandle.RESIZED_LOG_FILE));
+        Files.deleteIfExists(dir.resolve(SourceGroupHandle.RESIZED_LOG_FILE + ".tmp"));
+        final Path log = dir.resolve(SourceGroupHandle.LOG_FILE);
+        final long onDisk = Files.exists(log) ? RecordLog.capacityOf(log) : -1;
+        if (onDisk > 0 && onDisk != config.logSize)
+        {
+            conductor.log("group " + config.name + ": its log is " + onDisk + " bytes, group.json said " +
+                config.logSize + " (the daemon stopped as a resize put the new log in place): the log's size is kept");
+            config.logSize = onDisk;
+            save(config);
         }
     }
 

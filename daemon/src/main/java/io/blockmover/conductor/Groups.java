@@ -526,8 +526,8 @@ final class Groups implements AutoCloseable
             {
                 final String peer = destinations.get(name).config.peer;
                 throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
-                    (args.containsKey("log_size") ? "a destination's log keeps its size; resize the log of " +
-                    "the host the group is the source of (" + peer + ", or this host after a switch)" :
+                    (args.containsKey("log_size") ? "a destination's log follows its source's size; set it on " +
+                    peer + ", the source, and this host's log follows" :
                     "change its settings on its source, " + peer));
             }
             throw noSuchGroup(name);
@@ -1103,10 +1103,15 @@ final class Groups implements AutoCloseable
                         conductor.ctx().nodeName() + " has other volumes: delete it there first");
                 }
             }
+            if (handle.isSwappingLog())
+            {
+                throw movingToNewLog(name);
+            }
             if (!handle.isOpen())
             {
                 handle.open();
             }
+            handle.followLogSize(((Number)open.get("log_size")).longValue(), logPreparer);
             if (handle.config.adoptSettings(open))
             {
                 store.save(handle.config);
@@ -1184,6 +1189,12 @@ final class Groups implements AutoCloseable
         return opened;
     }
 
+    private BlockmoverException movingToNewLog(final String name)
+    {
+        return new BlockmoverException(ErrorCode.BUSY, "group " + name + " on " + conductor.ctx().nodeName() +
+            " is moving to a new log of its source's size (milliseconds); ask again shortly");
+    }
+
     /**
      * The destination asks this source for a planned switch: start it (or refuse, saying why) and acknowledge; the
      * switch itself then runs as if 'blockmover group switch' had been typed here.
@@ -1225,6 +1236,10 @@ final class Groups implements AutoCloseable
         {
             throw new BlockmoverException(ErrorCode.NO_SUCH_GROUP, "no destination group " + name + " of " + peer +
                 " on " + conductor.ctx().nodeName());
+        }
+        if (destination.isSwappingLog())
+        {
+            throw movingToNewLog(name);
         }
         final long last = ((Number)open.get("last_lsn")).longValue();
         if (destination.heldLsn() != last)

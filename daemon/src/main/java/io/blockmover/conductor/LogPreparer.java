@@ -231,6 +231,27 @@ final class LogPreparer implements AutoCloseable
     }
 
     /**
+     * Closes a log that a resize replaced, on this thread: its file is gone (renamed over), and the last close of a
+     * deleted file frees its pages and blocks, 0.1-0.2 s for 256 MiB here (more with a file system mounted with
+     * discard), which neither the conductor nor a group's agent should wait for.
+     */
+    void closeReplaced(final RecordLog log)
+    {
+        executor.execute(() ->
+        {
+            try
+            {
+                log.closeReplaced();
+            }
+            catch (final RuntimeException ex)
+            {
+                // Its file is gone: the descriptor leaks until the daemon stops, nothing else is lost.
+                LOG.log(System.Logger.Level.WARNING, "cannot close the replaced log " + log.path() + ": " + ex);
+            }
+        });
+    }
+
+    /**
      * Stops taking work; a log being written is finished by the daemon thread or cut short by the exit, and a file
      * cut short was never renamed into place.
      */

@@ -118,6 +118,8 @@ final class SourceGroupHandle
      * waiting until the records the partner lacks fit in half of it; null when none is under way.
      */
     private LogPreparer.Preparation logResize;
+    /** Writes the resized log, and closes the one it replaced. */
+    private LogPreparer resizePreparer;
     private String logResizeWait;
     private String logResizeError;
     // The copy into the resized log, once under way: the log, where it goes on from in the old log, when it began;
@@ -160,7 +162,7 @@ final class SourceGroupHandle
                         " was created: delete and recreate the group");
                 }
             }
-            adoptLogOnDisk(dir);
+            store.adoptLogOnDisk(config, conductor);
             final LogRecoveryProgress progress = new LogRecoveryProgress(conductor, config.name);
             log = RecordLog.open(dir.resolve(LOG_FILE), config.logSize, config.regionLength, progress);
             progress.done(log.recovery());
@@ -317,25 +319,6 @@ final class SourceGroupHandle
     }
 
     /**
-     * Before the log opens: a resize the daemon stopped in has left the new log beside the group's (written, not
-     * yet in its place: dropped, the group's log is whole), or has put it in place without saving its size in
-     * group.json (the file's own header says it: kept).
-     */
-    private void adoptLogOnDisk(final Path dir) throws IOException
-    {
-        Files.deleteIfExists(dir.resolve(RESIZED_LOG_FILE));
-        Files.deleteIfExists(dir.resolve(RESIZED_LOG_FILE + ".tmp"));
-        final long onDisk = Files.exists(dir.resolve(LOG_FILE)) ? RecordLog.capacityOf(dir.resolve(LOG_FILE)) : -1;
-        if (onDisk > 0 && onDisk != config.logSize)
-        {
-            conductor.log("group " + config.name + ": its log is " + onDisk + " bytes, group.json said " +
-                config.logSize + " (the daemon stopped as a resize put the new log in place): the log's size is kept");
-            config.logSize = onDisk;
-            store.save(config);
-        }
-    }
-
-    /**
      * 'group set --log-size': this host's log takes another size while the group runs, with nothing resent. The new
      * log is written whole beside the old one, on the preparer's thread, as a new group's is; once it is, and the
      * records the partner lacks fit in half of it, they move to it (byte for byte, writes waiting only for that copy)
@@ -372,6 +355,7 @@ final class SourceGroupHandle
         RecordLog.checkRoomFor(store.dir(config.name).resolve(RESIZED_LOG_FILE), size);
         logResizeError = null;
         logResizeWait = null;
+        resizePreparer = preparer;
         logResize = preparer.prepare(store.dir(config.name).resolve(RESIZED_LOG_FILE), size, config.regionLength,
             config.name, config.peer);
         return "writing a " + size + "-byte log beside its " + config.logSize + "-byte one; it takes the old one's " +
@@ -417,7 +401,8 @@ final class SourceGroupHandle
             }
             final long used = group.log().usedBytes();
             final long leftForTheWait = group.log().tailPosition() - copyResumeAt;
-            final long moved = group.finishLogCopy(resizedLog, copyResumeAt, store.dir(config.name).resolve(LOG_FILE));
+            final long moved = group.finishLogCopy(resizedLog, copyResumeAt, store.dir(config.name).resolve(LOG_FILE),
+                resizePreparer::closeReplaced);
             if (moved < 0)
             {
                 return abortLogCopy("the records " + config.peer + " lacks outgrew half of it during the copy");

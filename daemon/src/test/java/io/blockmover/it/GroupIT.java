@@ -293,7 +293,8 @@ class GroupIT
     /**
      * 'group set --log-size' gives a running group's log another size with nothing resent: the records the partner
      * lacks move to the new log (an async backlog held back by a slow link here); a smaller log waits until they
-     * fit in half of it, and a switch waits for the resize; the size survives kill -9 of the daemon.
+     * fit in half of it, and a switch waits for the resize; the destination's log follows the source's size, so
+     * that a switch keeps it; the size survives kill -9 of either daemon.
      */
     @Test
     void shouldResizeTheLogOfARunningGroupWithNothingResent() throws Exception
@@ -323,11 +324,18 @@ class GroupIT
             assertEquals(0, number(grown, "dirty_regions"), grown.toString());
             assertTrue(testbed.log("site-a").contains("group " + name + ": its log is now 67108864 bytes (was " +
                 "33554432)"), testbed.log("site-a"));
+            // The destination follows, with nothing resent: its OPEN gave the new size.
+            Testbed.await("site-b's log to be 64 MiB", 30, () -> testbed.log("site-b").contains("group " + name +
+                ": its log is now 67108864 bytes (was 33554432), as site-a's is"));
+            assertEquals(64 * MIB, number(GroupChecks.log(testbed.group("site-b", name)), "size"));
+            assertTrue(testbed.log("site-b").contains("group " + name + ": its log follows site-a's to 67108864 " +
+                "bytes"), testbed.log("site-b"));
             final Run again = testbed.cli("site-a", "group", "set", name, "--log-size", "64m").expect(4);
             assertTrue(again.stderr().contains("is 67108864 bytes already"), again.toString());
             testbed.cli("site-a", "group", "set", name, "--log-size", "3m").expect(4);
             final Run onDestination = testbed.cli("site-b", "group", "set", name, "--log-size", "32m").expect(4);
-            assertTrue(onDestination.stderr().contains("a destination's log keeps its size"),
+            assertTrue(onDestination.stderr().contains("a destination's log follows its source's size; set it " +
+                "on site-a"),
                 onDestination.toString());
 
             // Smaller than twice the backlog: it waits for the partner to take it, and a switch waits for it.
@@ -351,6 +359,8 @@ class GroupIT
             Testbed.await("the log to be 16 MiB", 60, () -> number(GroupChecks.log(testbed.group("site-a", name)),
                 "size") == 16 * MIB);
 
+            Testbed.await("site-b's log to be 16 MiB", 60, () -> number(GroupChecks.log(testbed.group("site-b",
+                name)), "size") == 16 * MIB);
             final Map<String, Object> done = awaitReplicated(testbed, name, 60);
             assertEquals(resentBySync, number(done, "regions_resent"), "nothing resent: " + done);
             assertEquals(0, number(done, "writes_tracked_by_bitmap"), done.toString());
@@ -359,19 +369,34 @@ class GroupIT
             // kill -9 as a resize put its log in place, before group.json had the new size, with another resize's
             // log half written beside it: the log's own size is kept, the other log dropped.
             testbed.kill("site-a");
-            final Path groupDir = testbed.dir.resolve("site-a/state/groups/" + name);
-            final Path groupJson = groupDir.resolve("group.json");
-            Files.writeString(groupJson, Files.readString(groupJson).replaceAll("(\"log_size\"\\s*:\\s*)16777216",
-                "$133554432"));
-            assertTrue(Files.readString(groupJson).contains("33554432"), Files.readString(groupJson));
-            Files.write(groupDir.resolve("log.resize.tmp"), new byte[4096]);
+            testbed.kill("site-b");
+            for (final String site : List.of("site-a", "site-b"))
+            {
+                final Path groupDir = testbed.dir.resolve(site + "/state/groups/" + name);
+                final Path groupJson = groupDir.resolve("group.json");
+                Files.writeString(groupJson, Files.readString(groupJson).replaceAll(
+                    "(\"log_size\"\\s*:\\s*)16777216", "$133554432"));
+                assertTrue(Files.readString(groupJson).contains("33554432"), Files.readString(groupJson));
+                Files.write(groupDir.resolve("log.resize.tmp"), new byte[4096]);
+            }
+            testbed.start("site-b");
             testbed.start("site-a");
             final Map<String, Object> restarted = awaitReplicated(testbed, name, 60);
             assertEquals(16 * MIB, number(GroupChecks.log(restarted), "size"), restarted.toString());
-            assertTrue(testbed.log("site-a").contains("group " + name + ": its log is 16777216 bytes, group.json " +
-                "said 33554432"), testbed.log("site-a"));
-            assertTrue(Files.readString(groupJson).contains("16777216"), Files.readString(groupJson));
-            assertFalse(Files.exists(groupDir.resolve("log.resize.tmp")));
+            assertEquals(16 * MIB, number(GroupChecks.log(testbed.group("site-b", name)), "size"));
+            for (final String site : List.of("site-a", "site-b"))
+            {
+                final Path groupDir = testbed.dir.resolve(site + "/state/groups/" + name);
+                assertTrue(testbed.log(site).contains("group " + name + ": its log is 16777216 bytes, group.json " +
+                    "said 33554432"), testbed.log(site));
+                assertTrue(Files.readString(groupDir.resolve("group.json")).contains("16777216"));
+                assertFalse(Files.exists(groupDir.resolve("log.resize.tmp")));
+            }
+            // The point of following: after a switch, the new source has the log that was set.
+            testbed.cli("site-a", "group", "switch", name).expect(0);
+            final Map<String, Object> switched = testbed.group("site-b", name);
+            assertEquals("source", switched.get("role"), switched.toString());
+            assertEquals(16 * MIB, number(GroupChecks.log(switched), "size"), switched.toString());
         }
         finally
         {

@@ -3,8 +3,10 @@ package io.blockmover.replication.group;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.HdrHistogram.ConcurrentHistogram;
@@ -35,8 +37,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private static final long APPLY_DELAY_NS = TimeUnit.MILLISECONDS.toNanos(2);
     private final GroupConfig config;
     private final Volume[] volumes;
-    private final RecordLog log;
-    private final RecordLog.Cursor cursor;
+    // Replaced only by the applier, between two duty cycles, while no session runs (requestLogReplacement).
+    private volatile RecordLog log;
+    private RecordLog.Cursor cursor;
     /**
      * Records at least this long are written to the volume with O_DIRECT, from a copy in {@link #buffer}: one such
      * write keeps the device busy on its own, and through the page cache it cost the applier the page cache's
@@ -48,7 +51,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     // aligned copy.
     private final ByteBuffer buffer;
     private final NanoClock clock;
-    private final long forceBytes;
+    private final long configuredForceBytes;
+    private long forceBytes;
     private final long forceIntervalNs;
     private final boolean[] unforced;
     private final DestinationVerifier verifier;
@@ -102,6 +106,18 @@ public final class DestinationGroup implements Agent, AutoCloseable
     /** The same answer kept across restarts, for a failover without the source. */
     private final DurableConsistency durable;
     private final SourceReport sourceReport = new SourceReport();
+    /** A log of another size to move to (its source's): none, requested, being swapped in, done, failed. */
+    public static final int REPLACEMENT_NONE = 0;
+    public static final int REPLACEMENT_REQUESTED = 1;
+    public static final int REPLACEMENT_SWAPPING = 2;
+    public static final int REPLACEMENT_DONE = 3;
+    public static final int REPLACEMENT_FAILED = 4;
+    private final AtomicInteger replacementState = new AtomicInteger(REPLACEMENT_NONE);
+    private volatile RecordLog replacementLog;
+    private volatile Path replacementTarget;
+    private volatile Runnable onReplacementEnded;
+    private volatile java.util.function.Consumer<RecordLog> replacedLogCloser;
+    private volatile String replacementError;
 
     /**
      * @param config          the group.
@@ -122,7 +138,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
         // Nothing is released before its volume is forced: with a log under four times flush.bytes (256 MiB by
         // default) only the interval released it, and a full log held the receiver, and with it a sync source's
         // writes, until then (a 16 MiB log passed 64-80 MiB/s in 200 ms bursts).
-        this.forceBytes = Math.min(forceBytes, Math.max(1, log.capacity() / 4));
+        this.configuredForceBytes = forceBytes;
+        this.forceBytes = forceBytesFor(log);
         this.forceIntervalNs = forceIntervalNs;
         this.cursor = log.newCursor();
         this.cursor.position(log.headPosition());
@@ -137,6 +154,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
     /**
      * @return this side of verify: results of VERIFY records, for the receiver to send.
      */
+    private long forceBytesFor(final RecordLog log)
+    {
+        return Math.min(configuredForceBytes, Math.max(1, log.capacity() / 4));
+    }
+
     public DestinationVerifier verifier()
     {
         return verifier;
@@ -173,6 +195,14 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public long recordsApplied()
     {
         return recordsApplied;
+    }
+
+    /**
+     * @return bytes of records held but not yet applied (any thread).
+     */
+    public long unappliedBytes()
+    {
+        return log.tailPosition() - applyingFrom;
     }
 
     /**
@@ -355,8 +385,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private boolean hasWork()
     {
         // A failed applier waits for its retry: it must sleep, not spin.
-        return failure == null &&
-            (log.tailPosition() - cursor.nextPosition() >= APPLY_BATCH_BYTES || requestedHook != hook);
+        return failure == null && (log.tailPosition() - cursor.nextPosition() >= APPLY_BATCH_BYTES ||
+            requestedHook != hook || replacementState.get() == REPLACEMENT_REQUESTED);
     }
 
     private long napNs()
@@ -407,6 +437,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 work++;
             }
             applyingFrom = cursor.nextPosition();
+            if (replacementState.get() == REPLACEMENT_REQUESTED && cursor.nextPosition() == log.tailPosition())
+            {
+                return work + replaceLog();
+            }
             final long nowNs = clock.nanoTime();
             // Never force just because the log ran dry: at QD1 that is a volume flush per record, competing
             // for the disk with the receiver's log forces that sync writes wait for.
@@ -466,6 +500,127 @@ public final class DestinationGroup implements Agent, AutoCloseable
             retry.succeeded(); // Everything applied since the last failure is forced.
         }
         return work;
+    }
+
+    /**
+     * Moves this side to a log of another size (its source's, after a resize there), on the applier's thread at
+     * its next duty cycles: once every record held is applied, the volumes are forced and the records released,
+     * so the new log starts empty at the next LSN, and it is renamed over the group's log. Call once no session
+     * appends to the log any more; {@link #logReplacementState} says when it is done or failed.
+     *
+     * @param newLog  a new, empty log, written whole.
+     * @param target  the group's log file, which it replaces.
+     * @param onEnded called on the applier's thread once it is done or failed (to wake the conductor).
+     * @param closer  closes the old log once replaced (its file renamed over): the last close of a deleted file
+     *                frees its pages and blocks, 0.1-0.2 s for 256 MiB here, not for the applier to wait for.
+     */
+    public void requestLogReplacement(final RecordLog newLog, final Path target, final Runnable onEnded,
+        final java.util.function.Consumer<RecordLog> closer)
+    {
+        replacedLogCloser = closer;
+        replacementLog = newLog;
+        replacementTarget = target;
+        onReplacementEnded = onEnded;
+        replacementError = null;
+        replacementState.set(REPLACEMENT_REQUESTED);
+        idle.wake();
+    }
+
+    /**
+     * @return whether a requested replacement was withdrawn before the applier began it (then it never will).
+     */
+    public boolean cancelLogReplacement()
+    {
+        return replacementState.compareAndSet(REPLACEMENT_REQUESTED, REPLACEMENT_NONE);
+    }
+
+    /**
+     * @return one of the REPLACEMENT_ states.
+     */
+    public int logReplacementState()
+    {
+        return replacementState.get();
+    }
+
+    /**
+     * @return why the replacement failed (state FAILED).
+     */
+    public String logReplacementError()
+    {
+        return replacementError;
+    }
+
+    /**
+     * Ends a replacement that is done or failed, for a new one.
+     */
+    public void endLogReplacement()
+    {
+        replacementLog = null;
+        replacementState.set(REPLACEMENT_NONE);
+    }
+
+    /**
+     * Everything held is applied: force, release, and move to the new log.
+     */
+    private int replaceLog() throws IOException
+    {
+        if (unforcedBytes > 0 || appliedPosition >= 0)
+        {
+            forceAndRelease();
+        }
+
+        if (!replacementState.compareAndSet(REPLACEMENT_REQUESTED, REPLACEMENT_SWAPPING))
+        {
+            return 1;
+        }
+        final RecordLog next = replacementLog;
+        final RecordLog old = log;
+        try
+        {
+            if (!log.isEmpty())
+            {
+                throw new IllegalStateException("records from LSN " + log.headLsn() + " are still unreleased");
+            }
+            synchronized (forceLock)
+            {
+                next.reset(log.tailLsn() + 1);
+                try
+                {
+                    next.renameTo(replacementTarget);
+                }
+                finally
+                {
+                    if (next.path().equals(replacementTarget))
+                    {
+                        // Renamed, even if its directory's force failed: the file the group opens next is it.
+                        swapTo(next);
+                    }
+                }
+            }
+            replacementError = null;
+        }
+        catch (final RuntimeException ex)
+        {
+            replacementError = ex.getMessage();
+        }
+        replacementState.set(replacementError == null ? REPLACEMENT_DONE : REPLACEMENT_FAILED);
+        onReplacementEnded.run();
+        if (log != old)
+        {
+            replacedLogCloser.accept(old);
+        }
+        return 1;
+    }
+
+    private void swapTo(final RecordLog next)
+    {
+        forceBytes = forceBytesFor(next);
+        cursor = next.newCursor();
+        cursor.position(next.headPosition());
+        applyingFrom = next.headPosition();
+        appliedPosition = -1;
+        releasedNs = 0;
+        log = next;
     }
 
     private int dropFromDamaged()

@@ -353,6 +353,93 @@ class DestinationGroupTest
         assertEquals(2, group.appliedLsn(), "LSN 2, sent again, applies");
     }
 
+    /**
+     * The source's log took another size ('group set --log-size' there): this side moves to a new log of that size
+     * once the session is ended, applying what it held first, so that the new log starts empty at the next LSN and
+     * the source sends nothing again. The new file takes the old one's name.
+     */
+    @Test
+    void shouldMoveToALogOfAnotherSizeOnceEverythingHeldIsApplied() throws Exception
+    {
+        apply(0, 0);
+        final byte[] pattern = new byte[4096];
+        Arrays.fill(pattern, (byte)0x6b);
+        final ByteBuffer data = ByteBuffer.wrap(pattern);
+        assertTrue(log.tryAppend(++lsn, 0, 8192, 0, data, 0, pattern.length) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, 3 * REGION, 0, data, 0, pattern.length) >= 0);
+        RecordLog.prepare(dir.resolve("log.resize"), 8L << 20, REGION);
+        final RecordLog bigger = RecordLog.open(dir.resolve("log.resize"), 8L << 20, REGION);
+
+        final int[] ended = {0};
+        group.requestLogReplacement(bigger, dir.resolve("log"), () -> ended[0]++, RecordLog::closeReplaced);
+        for (int i = 0; i < 100 && group.logReplacementState() != DestinationGroup.REPLACEMENT_DONE; i++)
+        {
+            group.doWork();
+        }
+        assertEquals(DestinationGroup.REPLACEMENT_DONE, group.logReplacementState(), group.logReplacementError());
+        assertEquals(3, group.appliedLsn(), "what it held is applied first");
+        assertSame(bigger, group.log());
+        assertEquals(1, ended[0], "the conductor is woken");
+        group.endLogReplacement();
+        assertEquals(DestinationGroup.REPLACEMENT_NONE, group.logReplacementState());
+        assertFalse(Files.exists(dir.resolve("log.resize")));
+        assertEquals(8L << 20, RecordLog.capacityOf(dir.resolve("log")), "renamed over the group's log");
+        try (RecordLog afterKill = RecordLog.open(dir.resolve("log"), 8L << 20, REGION))
+        {
+            assertEquals(4, afterKill.headLsn(), "a restart now holds LSN 3 and replays nothing");
+            assertTrue(afterKill.isEmpty());
+        }
+        final ByteBuffer read = ByteBuffer.allocate(4096);
+        try (FileChannel volume = FileChannel.open(dir.resolve("volume")))
+        {
+            volume.read(read, 3 * REGION);
+        }
+        assertTrue(Arrays.equals(pattern, read.array()), "LSN 3 is on the volume");
+
+        log = bigger;
+        apply(REGION, 0);
+        assertEquals(4, group.appliedLsn(), "LSN 4 arrives in the new log and applies");
+        settle();
+        assertTrue(bigger.isEmpty(), "and is released from it");
+    }
+
+    /** A move that fails leaves the group on its log, applying as before. */
+    @Test
+    void shouldKeepItsLogWhenTheMoveToAnotherFails() throws Exception
+    {
+        apply(0, 0);
+        final Path taken = Files.createDirectories(dir.resolve("taken"));
+        Files.write(taken.resolve("file"), new byte[1]);
+        RecordLog.prepare(dir.resolve("log.resize"), 8L << 20, REGION);
+        final RecordLog bigger = RecordLog.open(dir.resolve("log.resize"), 8L << 20, REGION);
+
+        group.requestLogReplacement(bigger, taken, () -> { }, RecordLog::closeReplaced);
+        group.doWork();
+        assertEquals(DestinationGroup.REPLACEMENT_FAILED, group.logReplacementState());
+        assertTrue(group.logReplacementError().contains("cannot rename record log"), group.logReplacementError());
+        assertSame(log, group.log());
+        group.endLogReplacement();
+        bigger.closeReplaced();
+        apply(REGION, 0);
+        assertEquals(2, group.appliedLsn());
+    }
+
+    /** Withdrawn before the applier took it (the volumes failed meanwhile), a move never happens. */
+    @Test
+    void shouldNeverMoveToALogWhoseMoveWasWithdrawn() throws Exception
+    {
+        RecordLog.prepare(dir.resolve("log.resize"), 8L << 20, REGION);
+        try (RecordLog bigger = RecordLog.open(dir.resolve("log.resize"), 8L << 20, REGION))
+        {
+            group.requestLogReplacement(bigger, dir.resolve("log"), () -> { }, RecordLog::closeReplaced);
+            assertTrue(group.cancelLogReplacement());
+            group.doWork();
+            assertEquals(DestinationGroup.REPLACEMENT_NONE, group.logReplacementState());
+            assertSame(log, group.log());
+            assertEquals(4L << 20, RecordLog.capacityOf(dir.resolve("log")));
+        }
+    }
+
     @Test
     void shouldKeepTheAnswerAcrossARestartWithoutTheSource() throws Exception
     {

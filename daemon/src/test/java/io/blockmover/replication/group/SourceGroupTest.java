@@ -205,7 +205,7 @@ class SourceGroupTest
         {
             resumeAt = group.continueLogCopy(next, resumeAt, Long.MAX_VALUE);
         }
-        return resumeAt < 0 ? -1 : group.finishLogCopy(next, resumeAt, target);
+        return resumeAt < 0 ? -1 : group.finishLogCopy(next, resumeAt, target, RecordLog::closeReplaced);
     }
 
     @Test
