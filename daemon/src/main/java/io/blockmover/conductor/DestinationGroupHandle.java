@@ -422,7 +422,7 @@ final class DestinationGroupHandle
         {
             conductor.log("group " + config.name + ": ending the session from " + config.peer + " to move to the new " +
                 "log; it reconnects to it");
-            closeSession();
+            closeSession(ErrorCode.BUSY, "moving to a new log of its size; reconnect shortly");
         }
         group.requestLogReplacement(resizedLog, store.dir(config.name).resolve(SourceGroupHandle.LOG_FILE),
             conductor::wakeUp, preparer::closeReplaced);
@@ -607,12 +607,25 @@ final class DestinationGroupHandle
 
     private void closeSession()
     {
+        closeSession(null, null);
+    }
+
+    /**
+     * @param code    what the source is told, once the receiver has stopped; null: nothing (it sees the close).
+     * @param message why.
+     */
+    private void closeSession(final ErrorCode code, final String message)
+    {
         if (receiverRunner != null)
         {
             receiver.status().fail(ErrorCode.CANCELLED, "session closed", true);
             CloseHelper.quietClose(receiverRunner);
             forcer.stop();
             CloseHelper.quietClose(forcerRunner);
+            if (code != null)
+            {
+                receiver.sendError(code, message);
+            }
             receiver.connection().close();
             receiverRunner = null;
             forcerRunner = null;

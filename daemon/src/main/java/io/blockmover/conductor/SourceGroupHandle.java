@@ -52,6 +52,12 @@ final class SourceGroupHandle
      */
     private static final int LOG_COPY_CHASE_STEPS = 8;
     private static final long FIRST_RETRY_NS = 500_000_000L;
+    /**
+     * How soon an OPEN is sent again after the partner said BUSY (it ended the session for a move to a new log, or
+     * is dropping damaged records): milliseconds of work there, so a short wait, doubled while it lasts.
+     */
+    private static final long BUSY_RETRY_NS = 100_000_000L;
+    private int busyRetries;
     /** How soon a new group's OPEN is sent again while the partner writes its log. */
     private static final long PREPARING_RETRY_NS = 250_000_000L;
     /**
@@ -745,6 +751,7 @@ final class SourceGroupHandle
         // redialled twice a second.
         linkedAtNs = nowNs;
         ackedAtLink = group.ackedLsn();
+        busyRetries = 0;
         lastError = null;
         conductor.log("group " + config.name + " linked to " + config.peer + " over " + transport + " (partner " +
             "holds LSN " + held + ")");
@@ -772,12 +779,13 @@ final class SourceGroupHandle
             return 0;
         }
         final String why = shipper.status().message();
+        final ErrorCode code = shipper.status().code() == ErrorCode.BUSY ? ErrorCode.BUSY : ErrorCode.PEER_UNREACHABLE;
         closeSession();
         if (group.ackedLsn() > ackedAtLink || nowNs - linkedAtNs >= conductor.ctx().reconnectMaxIntervalNs())
         {
             backoffNs = FIRST_RETRY_NS;
         }
-        connectionFailed(why, nowNs, ErrorCode.PEER_UNREACHABLE);
+        connectionFailed(why, nowNs, code);
         return 1;
     }
 
@@ -837,6 +845,11 @@ final class SourceGroupHandle
             conductor.log("group " + config.name + " degraded: " + message);
         }
         lastError = message;
+        if (code == ErrorCode.BUSY)
+        {
+            retryAtNs = nowNs + (BUSY_RETRY_NS << Math.min(busyRetries++, 3));
+            return;
+        }
         retryAtNs = nowNs + backoffNs;
         backoffNs = Math.min(backoffNs * 2, conductor.ctx().reconnectMaxIntervalNs());
     }

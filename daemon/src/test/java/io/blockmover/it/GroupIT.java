@@ -322,6 +322,7 @@ class GroupIT
             final Map<String, Object> grown = testbed.group("site-a", name);
             assertTrue(number(GroupChecks.log(grown), "used") > 2 * MIB, "the backlog moved with it: " + grown);
             assertEquals(0, number(grown, "dirty_regions"), grown.toString());
+            assertEquals(resentBySync, number(grown, "regions_resent"), "nothing resent: " + grown);
             assertTrue(testbed.log("site-a").contains("group " + name + ": its log is now 67108864 bytes (was " +
                 "33554432)"), testbed.log("site-a"));
             // The destination follows, with nothing resent: its OPEN gave the new size.

@@ -595,6 +595,17 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private IOException refuse(final ErrorCode code, final String message)
     {
         status.fail(code, message, true);
+        return sendError(code, message);
+    }
+
+    /**
+     * Tells the source why the session ends, best effort: from this receiver's thread, or from another once the
+     * receiver has stopped (the conductor, ending a session for a move to a new log, says BUSY: reconnect soon).
+     *
+     * @return the exception to end the session with.
+     */
+    public IOException sendError(final ErrorCode code, final String message)
+    {
         try
         {
             if (connection.flush())

@@ -356,7 +356,11 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     receivePayload.flip();
                     final byte[] payload = new byte[receivePayload.remaining()];
                     receivePayload.get(payload);
-                    throw new IOException("the partner reported: " + ErrorPayload.message(payload));
+                    final String message = "the partner reported: " + ErrorPayload.message(payload);
+                    // BUSY: it ended the session for a moment (a move to a new log) and takes the next OPEN soon.
+                    status.fail(ErrorPayload.code(payload) == ErrorCode.BUSY ? ErrorCode.BUSY :
+                        ErrorCode.PEER_UNREACHABLE, message, true);
+                    throw new IOException(message);
                 }
                 default -> throw new IOException("unexpected " + receiveHeader.type() + " from the partner");
             }

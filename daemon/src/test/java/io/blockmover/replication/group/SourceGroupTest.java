@@ -491,6 +491,33 @@ class SourceGroupTest
     }
 
     /**
+     * A partner that ends the session with BUSY (a move to a new log) takes the next OPEN within milliseconds: the
+     * session's end says so, and the group reconnects in 0.1 s rather than after the half-second of a lost link.
+     */
+    @Test
+    void shouldTellAPartnerBusyForAMomentFromALostOne() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NackingPartner busy = new NackingPartner();
+        final Shipper shipper = new Shipper(group, busy, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        busy.error(io.blockmover.ErrorCode.BUSY, "moving to a new log of its size; reconnect shortly");
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
+        assertEquals(io.blockmover.ErrorCode.BUSY, shipper.status().code());
+        assertEquals("the partner reported: moving to a new log of its size; reconnect shortly",
+            shipper.status().message());
+        shipper.onClose();
+
+        final NackingPartner failing = new NackingPartner();
+        final Shipper other = new Shipper(group, failing, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        other.onStart();
+        failing.error(io.blockmover.ErrorCode.IO_ERROR, "destination g cannot take more");
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, other::doWork);
+        assertEquals(io.blockmover.ErrorCode.PEER_UNREACHABLE, other.status().code());
+        other.onClose();
+    }
+
+    /**
      * A record damaged in the source's own log (not on the link) used to fail every NACK of a session, and then
      * every session, forever. Its own copy is now checked when the partner asks for it again, mended from the
      * volume, and its region resynced.
@@ -712,6 +739,8 @@ class SourceGroupTest
         final List<long[]> sent = new java.util.ArrayList<>();
         final List<byte[]> payloads = new java.util.ArrayList<>();
         private final java.util.ArrayDeque<FrameHeader> replies = new java.util.ArrayDeque<>();
+        private final java.util.Map<FrameHeader, byte[]> replyPayloads = new java.util.IdentityHashMap<>();
+        private byte[] replyPayload;
         private final FrameHeader heldHeader = new FrameHeader();
         private ByteBuffer heldPayload;
         /** Frames the socket takes whole before it holds one. */
@@ -727,6 +756,15 @@ class SourceGroupTest
         void durable(final long lsn)
         {
             replies.add(new FrameHeader().reset(FrameType.DURABLE).sessionId(1).sequence(lsn).seal());
+        }
+
+        void error(final io.blockmover.ErrorCode code, final String message)
+        {
+            final byte[] payload = io.blockmover.protocol.ErrorPayload.encode(code, message);
+            final FrameHeader header = new FrameHeader().reset(FrameType.ERROR).sessionId(1)
+                .controlPayload(ByteBuffer.wrap(payload)).seal();
+            replies.add(header);
+            replyPayloads.put(header, payload);
         }
 
         @Override
@@ -795,6 +833,7 @@ class SourceGroupTest
                 return false;
             }
             copy(reply, header);
+            replyPayload = replyPayloads.remove(reply);
             return true;
         }
 
@@ -808,6 +847,11 @@ class SourceGroupTest
         @Override
         public boolean receivePayload(final ByteBuffer dst)
         {
+            if (replyPayload != null)
+            {
+                dst.put(replyPayload, 0, Math.min(replyPayload.length, dst.remaining()));
+                replyPayload = null;
+            }
             return !dst.hasRemaining();
         }
     }
