@@ -109,6 +109,7 @@ final class Groups implements AutoCloseable
                     handle.open(false);
                     register(handle);
                     conductor.log("group " + config.name + " (source, " + config.mode.label() + ") opened");
+                    handle.resumeLogResize(logPreparer);
                 }
                 catch (final BlockmoverException ex)
                 {
@@ -712,6 +713,7 @@ final class Groups implements AutoCloseable
         }
         register(handle);
         conductor.log("group " + name + " (source, " + handle.config.mode.label() + ") opened on resume");
+        handle.resumeLogResize(logPreparer);
     }
 
     private Map<String, Object> freeze(final String name, final boolean freeze)

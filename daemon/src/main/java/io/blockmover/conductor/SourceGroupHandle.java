@@ -364,8 +364,47 @@ final class SourceGroupHandle
         resizePreparer = preparer;
         logResize = preparer.prepare(store.dir(config.name).resolve(RESIZED_LOG_FILE), size, config.regionLength,
             config.name, config.peer);
+        if (config.logResizeTo != size)
+        {
+            config.logResizeTo = size;
+            store.save(config);
+        }
         return "writing a " + size + "-byte log beside its " + config.logSize + "-byte one; it takes the old one's " +
             "place once written, with the records " + config.peer + " lacks (nothing is resent)";
+    }
+
+    /**
+     * A resize asked before the daemon stopped (kill -9, a reboot, a restart) goes on once the group is open again:
+     * the new log is written again from the start (a half-written one was dropped at the open), and the records
+     * the partner lacks move to it as before. Refused now (no room any more), it is dropped and says why.
+     */
+    void resumeLogResize(final LogPreparer preparer)
+    {
+        final long size = config.logResizeTo;
+        if (size == 0 || logResize != null || group == null)
+        {
+            return;
+        }
+        if (size == config.logSize)
+        {
+            // The daemon stopped once the new log was in place (its size adopted at the open): done.
+            config.logResizeTo = 0;
+            store.save(config);
+            return;
+        }
+        try
+        {
+            conductor.log("group " + config.name + ": resuming the resize of its log to " + size + " bytes, asked " +
+                "before the daemon stopped: " + resizeLog(size, preparer));
+        }
+        catch (final BlockmoverException ex)
+        {
+            config.logResizeTo = 0;
+            store.save(config);
+            logResizeError = "the resize of its log to " + size + " bytes, asked before the daemon stopped, cannot " +
+                "go on: " + ex.getMessage();
+            conductor.log("group " + config.name + ": " + logResizeError);
+        }
     }
 
     /**
@@ -416,6 +455,7 @@ final class SourceGroupHandle
             resizedLog = null;
             final long was = config.logSize;
             config.logSize = prepared.capacity;
+            config.logResizeTo = 0;
             store.save(config);
             logResize = null;
             logResizeWait = null;
@@ -435,8 +475,9 @@ final class SourceGroupHandle
             {
                 // Renamed into place, then its directory failed to force: it is the group's log now.
                 config.logSize = prepared.capacity;
-                store.save(config);
             }
+            config.logResizeTo = 0;
+            store.save(config);
             resizedLog = null;
             logResize = null;
             logResizeWait = null;

@@ -28,6 +28,11 @@ public final class GroupConfig
     public final List<VolumePair> volumes;
     /** Changes only by a resize of this host's log (group set --log-size), on the conductor's thread. */
     public volatile long logSize;
+    /**
+     * Source only: the size a resize under way moves the log to (0: none), kept so that a daemon that stops in the
+     * middle (kill -9, a reboot) goes on with it when it starts again rather than drop what was asked.
+     */
+    public long logResizeTo;
     public final int regionLength;
     public final long createdMs;
     public boolean suspended;
@@ -192,6 +197,10 @@ public final class GroupConfig
         }
         r.put("volumes", vols);
         r.put("log_size", logSize);
+        if (logResizeTo != 0)
+        {
+            r.put("log_resize_to", logResizeTo);
+        }
         r.put("region_length", regionLength);
         r.put("created_ms", createdMs);
         r.put("suspended", suspended);
@@ -223,6 +232,7 @@ public final class GroupConfig
         c.rpoTargetMs = r.get("rpo_target_ms") instanceof Number n ? n.longValue() : 0;
         c.verifyIntervalMs = r.get("verify_interval_ms") instanceof Number n ? n.longValue() : 0;
         c.frozen = Boolean.TRUE.equals(r.get("frozen"));
+        c.logResizeTo = r.get("log_resize_to") instanceof Number n ? n.longValue() : 0;
         return c;
     }
 }
