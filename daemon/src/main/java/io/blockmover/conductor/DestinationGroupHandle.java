@@ -327,6 +327,16 @@ final class DestinationGroupHandle
     }
 
     /**
+     * @return the size this host's log is following its source's to and has not reached yet (0: none): after a
+     *     switch or a failover, the resize goes on here as the source's own.
+     */
+    long followingLogSize()
+    {
+        return wantedLogSize != 0 && wantedLogSize != config.logSize && wantedLogSize != failedLogSize ?
+            wantedLogSize : 0;
+    }
+
+    /**
      * @return whether this host is moving to a new log: the session is ended for it, and an OPEN must wait.
      */
     boolean isSwappingLog()
@@ -838,12 +848,8 @@ final class DestinationGroupHandle
         }
         if (logResize != null)
         {
-            final Map<String, Object> resize = new LinkedHashMap<>();
-            resize.put("size", logResize.capacity);
-            resize.put("written", logResize.written());
-            resize.put("waiting", resizedLog == null ? logResizeWait : null);
-            resize.put("copying", resizedLog != null);
-            s.put("log_resize", resize);
+            s.put("log_resize", logResize.describeAsResize(resizedLog == null ? logResizeWait : null,
+                resizedLog != null));
         }
         if (logResizeError != null)
         {

@@ -109,7 +109,7 @@ final class Groups implements AutoCloseable
                     handle.open(false);
                     register(handle);
                     conductor.log("group " + config.name + " (source, " + config.mode.label() + ") opened");
-                    handle.resumeLogResize(logPreparer);
+                    handle.resumeLogResize(logPreparer, "before the daemon stopped");
                 }
                 catch (final BlockmoverException ex)
                 {
@@ -713,7 +713,7 @@ final class Groups implements AutoCloseable
         }
         register(handle);
         conductor.log("group " + name + " (source, " + handle.config.mode.label() + ") opened on resume");
-        handle.resumeLogResize(logPreparer);
+        handle.resumeLogResize(logPreparer, "before the daemon stopped");
     }
 
     private Map<String, Object> freeze(final String name, final boolean freeze)
@@ -879,6 +879,7 @@ final class Groups implements AutoCloseable
         final boolean failover)
     {
         final GroupConfig old = destination.config;
+        final long following = destination.followingLogSize();
         for (final GroupConfig.VolumePair pair : pairs)
         {
             if (pair.source == null || "null".equals(pair.source))
@@ -904,6 +905,8 @@ final class Groups implements AutoCloseable
         config.initialSyncDone = !failover;
         config.rpoTargetMs = old.rpoTargetMs;
         config.verifyIntervalMs = old.verifyIntervalMs; // kept for when the role comes back
+        // A resize this host's log was following goes on here: the size the admin set outlives the switch.
+        config.logResizeTo = following;
         SourceGroupHandle.createBitmaps(store.dir(old.name), config, failover);
         store.save(config);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
@@ -918,6 +921,8 @@ final class Groups implements AutoCloseable
             handle.failed(ex.getMessage());
             throw ex;
         }
+        handle.resumeLogResize(logPreparer, "by " + old.peer + " while it was the source (this host's log was " +
+            "following it)");
     }
 
     /**
@@ -1113,7 +1118,8 @@ final class Groups implements AutoCloseable
             {
                 handle.open();
             }
-            handle.followLogSize(((Number)open.get("log_size")).longValue(), logPreparer);
+            handle.followLogSize(((Number)(open.get("log_resize_to") instanceof Number ? open.get("log_resize_to") :
+                open.get("log_size"))).longValue(), logPreparer);
             if (handle.config.adoptSettings(open))
             {
                 store.save(handle.config);

@@ -3,7 +3,9 @@ package io.blockmover.conductor;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
@@ -75,6 +77,21 @@ final class LogPreparer implements AutoCloseable
         long written()
         {
             return written.get();
+        }
+
+        /**
+         * @param waiting what a resize waits for once this log is written, or null.
+         * @param copying whether the records move to it now (the session waits).
+         * @return {@code log_resize} of group status, for a resize of a running group's log to this one.
+         */
+        Map<String, Object> describeAsResize(final String waiting, final boolean copying)
+        {
+            final Map<String, Object> resize = new LinkedHashMap<>();
+            resize.put("size", capacity);
+            resize.put("written", written.get());
+            resize.put("waiting", waiting);
+            resize.put("copying", copying);
+            return resize;
         }
 
         /**

@@ -376,9 +376,12 @@ final class SourceGroupHandle
     /**
      * A resize asked before the daemon stopped (kill -9, a reboot, a restart) goes on once the group is open again:
      * the new log is written again from the start (a half-written one was dropped at the open), and the records
-     * the partner lacks move to it as before. Refused now (no room any more), it is dropped and says why.
+     * the partner lacks move to it as before. Refused now (no room any more), it is dropped and says why. The same
+     * for a resize this host's log was following as a destination when it became the source.
+     *
+     * @param asked when, or by whom, the resize was asked, for the log.
      */
-    void resumeLogResize(final LogPreparer preparer)
+    void resumeLogResize(final LogPreparer preparer, final String asked)
     {
         final long size = config.logResizeTo;
         if (size == 0 || logResize != null || group == null)
@@ -395,14 +398,14 @@ final class SourceGroupHandle
         try
         {
             conductor.log("group " + config.name + ": resuming the resize of its log to " + size + " bytes, asked " +
-                "before the daemon stopped: " + resizeLog(size, preparer));
+                asked + ": " + resizeLog(size, preparer));
         }
         catch (final BlockmoverException ex)
         {
             config.logResizeTo = 0;
             store.save(config);
-            logResizeError = "the resize of its log to " + size + " bytes, asked before the daemon stopped, cannot " +
-                "go on: " + ex.getMessage();
+            logResizeError = "the resize of its log to " + size + " bytes, asked " + asked + ", cannot go on: " +
+                ex.getMessage();
             conductor.log("group " + config.name + ": " + logResizeError);
         }
     }
@@ -678,6 +681,11 @@ final class SourceGroupHandle
         open.put("mode", config.mode.label());
         open.put("volumes", config.volumeList());
         open.put("log_size", config.logSize);
+        if (config.logResizeTo != 0)
+        {
+            // Where this log is going: the partner's follows there, not back to the size this one still has.
+            open.put("log_resize_to", config.logResizeTo);
+        }
         open.put("region_length", config.regionLength);
         // Names this group, not one created again under its name: a destination deleted there refuses only it.
         open.put("created_ms", config.createdMs);
@@ -1380,12 +1388,8 @@ final class SourceGroupHandle
         }
         if (logResize != null)
         {
-            final Map<String, Object> resize = new LinkedHashMap<>();
-            resize.put("size", logResize.capacity);
-            resize.put("written", logResize.written());
-            resize.put("waiting", resizedLog == null ? logResizeWait : null);
-            resize.put("copying", resizedLog != null);
-            s.put("log_resize", resize);
+            s.put("log_resize", logResize.describeAsResize(resizedLog == null ? logResizeWait : null,
+                resizedLog != null));
         }
         if (logResizeError != null)
         {

@@ -412,6 +412,51 @@ class GroupIT
     }
 
     /**
+     * A destination whose log was following its source's new size, and that becomes the source before it got there
+     * (a failover here), goes on with the resize as its own: the size the admin set outlives the role change.
+     */
+    @Test
+    void shouldGoOnWithTheResizeItWasFollowingWhenItBecomesTheSource() throws Exception
+    {
+        final String name = "follow";
+        final Path[] sources = randomFiles(name + "-src", 1, 47);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        GroupChecks.create(testbed, name, concat(volumeOptions(sources, destinations), "--mode", "sync",
+            "--log-size", "32m"));
+        awaitReplicated(testbed, name, 60);
+        try
+        {
+            // A test failover mounted on site-b holds its move to the new log: written, it waits.
+            Testbed.await("site-b to be consistent", 30, () -> Boolean.TRUE.equals(testbed.group("site-b", name)
+                .get("consistent")));
+            testbed.call("site-b", "group-test-mount", Map.of("name", name));
+            testbed.cli("site-a", "group", "set", name, "--log-size", "64m").expect(0);
+            Testbed.await("site-b's new log to wait for the test mount", 60, () -> testbed.group("site-b", name)
+                .get("log_resize") instanceof Map<?, ?> r && String.valueOf(r.get("waiting")).contains("test"));
+            assertEquals(32 * MIB, number(GroupChecks.log(testbed.group("site-b", name)), "size"));
+            final String status = testbed.cli("site-b", "group", "status", name).expect(0).stdout();
+            assertTrue(status.contains("log resize to 64.0 MiB: waiting: the test failover to be dismounted"),
+                status);
+
+            testbed.kill("site-a");
+            Testbed.await("site-b to notice", 30, () -> !"receiving".equals(GroupChecks.state(testbed.group(
+                "site-b", name))));
+            testbed.cli("site-b", "group", "switch", name, "--force").expect(0);
+            assertTrue(testbed.log("site-b").contains("group " + name + ": resuming the resize of its log to " +
+                "67108864 bytes, asked by site-a while it was the source"), testbed.log("site-b"));
+            Testbed.await("site-b's log to be 64 MiB", 60, () -> number(GroupChecks.log(testbed.group("site-b",
+                name)), "size") == 64 * MIB);
+            assertEquals("source", testbed.group("site-b", name).get("role"));
+        }
+        finally
+        {
+            testbed.start("site-a");
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
+    /**
      * on-disconnect belongs to the group, as its RPO target does: it travels to the destination, so a switch keeps
      * it (before, a destination was created with continue and a switch dropped block without a word: the new source
      * acknowledged writes its partner never got). 'group set --on-disconnect' changes it, and writes held for an
