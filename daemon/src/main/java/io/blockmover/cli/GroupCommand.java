@@ -453,9 +453,9 @@ final class GroupCommand implements Callable<Integer>
             "writes do while the partner is away: go on, tracked, or wait for it")
         String onDisconnect;
 
-        @Option(names = "--log-size", paramLabel = "SIZE", description = "new size of this host's record log, " +
-            "e.g. 8g (a power of two up to 1 GiB, or a multiple of 1 GiB); the command returns once the new log " +
-            "is being written")
+        @Option(names = "--log-size", paramLabel = "SIZE", description = "new size of the source's record log, " +
+            "e.g. 8g (a power of two up to 1 GiB, or a multiple of 1 GiB), the partner's following; the command " +
+            "returns once the new log is being written")
         String logSize;
 
         @Override

@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
@@ -116,7 +117,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile RecordLog replacementLog;
     private volatile Path replacementTarget;
     private volatile Runnable onReplacementEnded;
-    private volatile java.util.function.Consumer<RecordLog> replacedLogCloser;
+    private volatile Consumer<RecordLog> replacedLogCloser;
     private volatile String replacementError;
 
     /**
@@ -151,14 +152,14 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.durable = durable;
     }
 
-    /**
-     * @return this side of verify: results of VERIFY records, for the receiver to send.
-     */
     private long forceBytesFor(final RecordLog log)
     {
         return Math.min(configuredForceBytes, Math.max(1, log.capacity() / 4));
     }
 
+    /**
+     * @return this side of verify: results of VERIFY records, for the receiver to send.
+     */
     public DestinationVerifier verifier()
     {
         return verifier;
@@ -515,7 +516,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
      *                frees its pages and blocks, 0.1-0.2 s for 256 MiB here, not for the applier to wait for.
      */
     public void requestLogReplacement(final RecordLog newLog, final Path target, final Runnable onEnded,
-        final java.util.function.Consumer<RecordLog> closer)
+        final Consumer<RecordLog> closer)
     {
         replacedLogCloser = closer;
         replacementLog = newLog;
@@ -568,7 +569,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             forceAndRelease();
         }
-
         if (!replacementState.compareAndSet(REPLACEMENT_REQUESTED, REPLACEMENT_SWAPPING))
         {
             return 1;

@@ -9,6 +9,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Consumer;
 
 import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
@@ -1299,7 +1300,7 @@ public final class SourceGroup implements AutoCloseable
      *     is empty again).
      */
     public long finishLogCopy(final RecordLog next, final long resumeAt, final Path target,
-        final java.util.function.Consumer<RecordLog> closer)
+        final Consumer<RecordLog> closer)
     {
         final long pauseStartNs = System.nanoTime();
         final RecordLog old = log;
