@@ -256,6 +256,10 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.println("  " + logResizeLine(g));
             }
+            if (partnerLogLine(g) != null)
+            {
+                System.out.println("  " + partnerLogLine(g));
+            }
             if (g.get("rpo_bytes") != null)
             {
                 System.out.printf(Locale.ROOT, "  not yet on partner: %s (%.1f s)   log %s of %s   writes %s%n",
@@ -397,6 +401,22 @@ final class GroupCommand implements Callable<Integer>
                 resize.get("waiting") : "written, putting it in place");
         }
         return g.get("log_resize_error") != null ? "log resize failed: " + g.get("log_resize_error") : null;
+    }
+
+    /**
+     * @return the line of a source's group status for a partner whose log has another size (following this one's,
+     *     or unable to), or null.
+     */
+    static String partnerLogLine(final Map<String, Object> g)
+    {
+        if (!(g.get("partner_log_size") instanceof Number partner) || !(g.get("log") instanceof Map<?, ?> log) ||
+            !(log.get("size") instanceof Number size) || partner.longValue() == size.longValue())
+        {
+            return null;
+        }
+        return "partner's log: " + Format.bytes(partner.longValue()) + (g.get("partner_log_resize_error") != null ?
+            ", and it cannot follow this one's " + Format.bytes(size.longValue()) + ": " +
+            g.get("partner_log_resize_error") : ", following this one's " + Format.bytes(size.longValue()));
     }
 
     static long rpoTargetMs(final String text)

@@ -337,6 +337,14 @@ final class DestinationGroupHandle
     }
 
     /**
+     * @return why this host's log could not follow its source's size, or null.
+     */
+    String logResizeError()
+    {
+        return logResizeError;
+    }
+
+    /**
      * @return whether this host is moving to a new log: the session is ended for it, and an OPEN must wait.
      */
     boolean isSwappingLog()

@@ -1173,6 +1173,13 @@ final class Groups implements AutoCloseable
         }
         final Map<String, Object> opened = new LinkedHashMap<>();
         opened.put("held_lsn", handle.forceHeld());
+        // This host's log, which follows the source's size: the source shows it (partner_log_size), and why it
+        // could not follow, if it could not.
+        opened.put("log_size", handle.config.logSize);
+        if (handle.logResizeError() != null)
+        {
+            opened.put("log_resize_error", handle.logResizeError());
+        }
         final List<long[]> dropped = handle.takeDroppedRegions();
         if (dropped != null)
         {

@@ -118,6 +118,9 @@ final class SourceGroupHandle
     private PeerDialer switchDialer;
     private final io.blockmover.replication.group.RpoTarget rpoTarget = new io.blockmover.replication.group.RpoTarget();
     private boolean partnerVerifies;
+    /** The partner's log size and why it could not follow this one's, as its last OPENED said (0: not known). */
+    private long partnerLogSize;
+    private String partnerLogResizeError;
     private boolean partnerTakesSettings;
     /**
      * A resize of this host's log ('group set --log-size'): the new log being written beside the group's, then
@@ -744,6 +747,8 @@ final class SourceGroupHandle
         final long held = ((Number)opened.get("held_lsn")).longValue();
         partnerVerifies = Boolean.TRUE.equals(opened.get("verify"));
         partnerTakesSettings = Boolean.TRUE.equals(opened.get("settings"));
+        partnerLogSize = opened.get("log_size") instanceof Number n ? n.longValue() : 0;
+        partnerLogResizeError = opened.get("log_resize_error") instanceof String error ? error : null;
         final boolean partnerTakesProgress = Boolean.TRUE.equals(opened.get("progress"));
         final int sessionId = dialer.sessionId();
         final FrameConnection connection = dialer.takeConnection();
@@ -1394,6 +1399,16 @@ final class SourceGroupHandle
         if (logResizeError != null)
         {
             s.put("log_resize_error", logResizeError);
+        }
+        if (partnerLogSize != 0)
+        {
+            // As of the session's start: the partner's move to this log's size ends the session, so the next one
+            // says the new size.
+            s.put("partner_log_size", partnerLogSize);
+            if (partnerLogResizeError != null)
+            {
+                s.put("partner_log_resize_error", partnerLogResizeError);
+            }
         }
         conductor.groups().verifies().describe(config, s);
         return s;

@@ -163,6 +163,20 @@ class BlockmoverCliTest
         assertTrue(stderr().contains("stale socket"), stderr());
     }
 
+    /** A source's status says when its partner's log has another size: following it, or unable to. */
+    @Test
+    void shouldSayWhenThePartnersLogHasAnotherSize()
+    {
+        final Map<String, Object> log = Map.of("size", 1L << 30);
+        assertNull(GroupCommand.partnerLogLine(Map.of("log", log, "partner_log_size", 1L << 30)));
+        assertNull(GroupCommand.partnerLogLine(Map.of("log", log)), "not known: an older partner");
+        assertEquals("partner's log: 256.0 MiB, following this one's 1.0 GiB",
+            GroupCommand.partnerLogLine(Map.of("log", log, "partner_log_size", 256L << 20)));
+        assertEquals("partner's log: 256.0 MiB, and it cannot follow this one's 1.0 GiB: no room",
+            GroupCommand.partnerLogLine(Map.of("log", log, "partner_log_size", 256L << 20,
+                "partner_log_resize_error", "no room")));
+    }
+
     @Test
     void shouldPrintHelpAndExitZero()
     {

@@ -329,6 +329,9 @@ class GroupIT
             Testbed.await("site-b's log to be 64 MiB", 30, () -> testbed.log("site-b").contains("group " + name +
                 ": its log is now 67108864 bytes (was 33554432), as site-a's is"));
             assertEquals(64 * MIB, number(GroupChecks.log(testbed.group("site-b", name)), "size"));
+            // Its move ended the session: the next one's OPENED tells site-a the size it has now.
+            Testbed.await("site-a to see site-b's 64 MiB log", 30, () -> testbed.group("site-a", name)
+                .get("partner_log_size") instanceof Number n && n.longValue() == 64 * MIB);
             assertTrue(testbed.log("site-b").contains("group " + name + ": its log follows site-a's to 67108864 " +
                 "bytes"), testbed.log("site-b"));
             final Run again = testbed.cli("site-a", "group", "set", name, "--log-size", "64m").expect(4);
