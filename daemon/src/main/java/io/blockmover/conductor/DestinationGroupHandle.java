@@ -67,12 +67,11 @@ final class DestinationGroupHandle
      */
     static final long LOG_SWAP_BACKLOG_BYTES = 16L << 20;
     /**
-     * The log follows its source's size (the OPEN says it, after a resize there): the size asked, the preparer
-     * that writes the new log beside the group's, the new log once written, and a size this host failed to move
-     * to, not tried again until the source asks another or the daemon restarts.
+     * The log follows its source's size (the OPEN says it, after a resize there): the size asked (0: no OPEN
+     * yet), the new log being written beside the group's and then opened, and a size this host failed to move to,
+     * not tried again until the source asks another or the daemon restarts.
      */
     private long wantedLogSize;
-    private LogPreparer preparer;
     private LogPreparer.Preparation logResize;
     private RecordLog resizedLog;
     private long failedLogSize;
@@ -129,14 +128,7 @@ final class DestinationGroupHandle
                 conductor.log("group " + config.name + ": a test mount does not survive a restart; its views were " +
                     "removed (mount again with 'blockmover group test-failover mount " + config.name + "')");
             }
-            try
-            {
-                store.adoptLogOnDisk(config, conductor);
-            }
-            catch (final java.io.IOException ex)
-            {
-                throw new java.io.UncheckedIOException(ex);
-            }
+            store.adoptLogOnDisk(config, conductor);
             final LogRecoveryProgress progress = new LogRecoveryProgress(conductor, config.name);
             log = RecordLog.open(store.dir(config.name).resolve(SourceGroupHandle.LOG_FILE), config.logSize,
                 config.regionLength,
@@ -316,9 +308,8 @@ final class DestinationGroupHandle
      * The source's OPEN gives its log's size: this host's log follows it (a resize there), so that after a switch
      * the group has the log the admin set. It is written beside the group's while the session goes on.
      */
-    void followLogSize(final long size, final LogPreparer logPreparer)
+    void followLogSize(final long size)
     {
-        preparer = logPreparer;
         if (size != wantedLogSize)
         {
             failedLogSize = 0;
@@ -360,7 +351,7 @@ final class DestinationGroupHandle
      */
     private int stepLogResize()
     {
-        if (group == null || preparer == null)
+        if (group == null)
         {
             return 0;
         }
@@ -385,7 +376,8 @@ final class DestinationGroupHandle
             }
             logResizeError = null;
             logResizeWait = null;
-            logResize = preparer.prepare(file, wantedLogSize, config.regionLength, config.name, config.peer);
+            logResize = conductor.groups().logPreparer().prepare(file, wantedLogSize, config.regionLength,
+                config.name, config.peer);
             conductor.log("group " + config.name + ": its log follows " + config.peer + "'s to " + wantedLogSize +
                 " bytes: writing it beside the " + config.logSize + "-byte one (replication goes on)");
             return 1;
@@ -443,7 +435,7 @@ final class DestinationGroupHandle
             closeSession(ErrorCode.BUSY, "moving to a new log of its size; reconnect shortly");
         }
         group.requestLogReplacement(resizedLog, store.dir(config.name).resolve(SourceGroupHandle.LOG_FILE),
-            conductor::wakeUp, preparer::closeReplaced);
+            conductor::wakeUp, conductor.groups().logPreparer()::closeReplaced);
         return 1;
     }
 

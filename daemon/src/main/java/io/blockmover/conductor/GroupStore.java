@@ -69,12 +69,22 @@ final class GroupStore
      * Before a group's log opens: a resize the daemon stopped in has left the new log beside the group's (written,
      * not yet in its place: dropped, the group's log is whole), or has put it in place without saving its size in
      * group.json (the file's own header says it: kept, and saved).
+     *
+     * @throws BlockmoverException IO_ERROR when a leftover cannot be deleted.
      */
-    void adoptLogOnDisk(final GroupConfig config, final Conductor conductor) throws IOException
+    void adoptLogOnDisk(final GroupConfig config, final Conductor conductor)
     {
         final Path dir = dir(config.name);
-        Files.deleteIfExists(dir.resolve(SourceGroupHandle.RESIZED_LOG_FILE));
-        Files.deleteIfExists(dir.resolve(SourceGroupHandle.RESIZED_LOG_FILE + ".tmp"));
+        try
+        {
+            Files.deleteIfExists(dir.resolve(SourceGroupHandle.RESIZED_LOG_FILE));
+            Files.deleteIfExists(dir.resolve(SourceGroupHandle.RESIZED_LOG_FILE + ".tmp"));
+        }
+        catch (final IOException ex)
+        {
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot delete the log a resize of group " +
+                config.name + " left in " + dir + ": " + ex, ex);
+        }
         final Path log = dir.resolve(SourceGroupHandle.LOG_FILE);
         final long onDisk = Files.exists(log) ? RecordLog.capacityOf(log) : -1;
         if (onDisk > 0 && onDisk != config.logSize)

@@ -960,6 +960,15 @@ final class Groups implements AutoCloseable
         return verifies;
     }
 
+    /**
+     * @return what writes logs on a thread of its own (new groups', resized ones) and closes replaced ones. Once
+     *     the groups are loaded: their start-up gets it as an argument.
+     */
+    LogPreparer logPreparer()
+    {
+        return logPreparer;
+    }
+
     private Map<String, Object> delete(final String name)
     {
         final SourceGroupHandle source = sources.remove(name);
@@ -1119,7 +1128,7 @@ final class Groups implements AutoCloseable
                 handle.open();
             }
             handle.followLogSize(((Number)(open.get("log_resize_to") instanceof Number ? open.get("log_resize_to") :
-                open.get("log_size"))).longValue(), logPreparer);
+                open.get("log_size"))).longValue());
             if (handle.config.adoptSettings(open))
             {
                 store.save(handle.config);

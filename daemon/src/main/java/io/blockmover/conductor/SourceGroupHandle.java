@@ -127,8 +127,6 @@ final class SourceGroupHandle
      * waiting until the records the partner lacks fit in half of it; null when none is under way.
      */
     private LogPreparer.Preparation logResize;
-    /** Writes the resized log, and closes the one it replaced. */
-    private LogPreparer resizePreparer;
     private String logResizeWait;
     private String logResizeError;
     // The copy into the resized log, once under way: the log, where it goes on from in the old log, when it began;
@@ -364,7 +362,6 @@ final class SourceGroupHandle
         RecordLog.checkRoomFor(store.dir(config.name).resolve(RESIZED_LOG_FILE), size);
         logResizeError = null;
         logResizeWait = null;
-        resizePreparer = preparer;
         logResize = preparer.prepare(store.dir(config.name).resolve(RESIZED_LOG_FILE), size, config.regionLength,
             config.name, config.peer);
         if (config.logResizeTo != size)
@@ -453,7 +450,7 @@ final class SourceGroupHandle
             final long used = group.log().usedBytes();
             final long leftForTheWait = group.log().tailPosition() - copyResumeAt;
             final long moved = group.finishLogCopy(resizedLog, copyResumeAt, store.dir(config.name).resolve(LOG_FILE),
-                resizePreparer::closeReplaced);
+                conductor.groups().logPreparer()::closeReplaced);
             if (moved < 0)
             {
                 return abortLogCopy("the records " + config.peer + " lacks outgrew half of it during the copy");

@@ -1250,8 +1250,8 @@ public final class SourceGroup implements AutoCloseable
      * Begins moving the group to a new log, of another size, with nothing resent: every record not yet released
      * is copied into {@code next} byte for byte (LSNs, flags, CRCs), while writes go on ({@link #continueLogCopy}),
      * then the last of them while writes wait ({@link #finishLogCopy}), which renames {@code next} over the old
-     * log's file and closes the old log. None is refused, and a write's record is in the old log or the new one,
-     * never lost between. Conductor thread, with no session from here to the end: the shipper alone releases
+     * log's file and hands the old log to be closed. None is refused, and a write's record is in the old log or the
+     * new one, never lost between. Conductor thread, with no session from here to the end: the shipper alone releases
      * records, which the copy needs kept, and a new session reads the new log from where the partner is.
      *
      * @param next the new log, open and empty.
@@ -1310,7 +1310,7 @@ public final class SourceGroup implements AutoCloseable
             while (hasWritesInFlight())
             {
                 // New writes wait at the lock; those under way end with their local volume write.
-                java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+                LockSupport.parkNanos(20_000);
             }
             synchronized (forceLock)
             {

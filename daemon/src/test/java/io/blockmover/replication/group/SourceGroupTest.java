@@ -21,6 +21,7 @@ import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
 import io.blockmover.io.Volume;
+import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordLog;
@@ -498,23 +499,27 @@ class SourceGroupTest
     void shouldTellAPartnerBusyForAMomentFromALostOne() throws IOException
     {
         group = open(GroupMode.ASYNC, 1L << 20);
-        final NackingPartner busy = new NackingPartner();
-        final Shipper shipper = new Shipper(group, busy, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
-        busy.error(io.blockmover.ErrorCode.BUSY, "moving to a new log of its size; reconnect shortly");
-        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
-        assertEquals(io.blockmover.ErrorCode.BUSY, shipper.status().code());
-        assertEquals("the partner reported: moving to a new log of its size; reconnect shortly",
-            shipper.status().message());
-        shipper.onClose();
+        final SessionStatus busy = sessionEndedBy(io.blockmover.ErrorCode.BUSY,
+            "moving to a new log of its size; reconnect shortly");
+        assertEquals(io.blockmover.ErrorCode.BUSY, busy.code());
+        assertEquals("the partner reported: moving to a new log of its size; reconnect shortly", busy.message());
+        assertEquals(io.blockmover.ErrorCode.PEER_UNREACHABLE,
+            sessionEndedBy(io.blockmover.ErrorCode.IO_ERROR, "destination g cannot take more").code());
+    }
 
-        final NackingPartner failing = new NackingPartner();
-        final Shipper other = new Shipper(group, failing, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        other.onStart();
-        failing.error(io.blockmover.ErrorCode.IO_ERROR, "destination g cannot take more");
-        assertThrows(org.agrona.concurrent.AgentTerminationException.class, other::doWork);
-        assertEquals(io.blockmover.ErrorCode.PEER_UNREACHABLE, other.status().code());
-        other.onClose();
+    /**
+     * @return the status of a session whose partner sent an ERROR frame with {@code code}.
+     */
+    private SessionStatus sessionEndedBy(final io.blockmover.ErrorCode code, final String message)
+    {
+        final NackingPartner partner = new NackingPartner();
+        final Shipper shipper = new Shipper(group, partner, 1, 0, true, () -> 0, 1000, Long.MAX_VALUE,
+            Long.MAX_VALUE);
+        shipper.onStart();
+        partner.error(code, message);
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, shipper::doWork);
+        shipper.onClose();
+        return shipper.status();
     }
 
     /**
