@@ -1,5 +1,7 @@
 package io.blockmover.io;
 
+import java.util.Arrays;
+
 import com.sun.jna.LastErrorException;
 import com.sun.jna.Native;
 
@@ -68,8 +70,12 @@ public final class Libc
      */
     public static native int posix_fadvise(int fd, long offset, long length, int advice);
 
+    /** sync_file_range: first wait for the range's pages already under write-out. */
+    public static final int SYNC_FILE_RANGE_WAIT_BEFORE = 1;
     /** sync_file_range: start writing the range's dirty pages that are not under write-out yet; do not wait. */
     public static final int SYNC_FILE_RANGE_WRITE = 2;
+    /** sync_file_range: then wait for every page of the range under write-out. */
+    public static final int SYNC_FILE_RANGE_WAIT_AFTER = 4;
 
     /**
      * Starts write-out of a file range without waiting for it and without flushing the device's cache: it makes
@@ -82,6 +88,81 @@ public final class Libc
      * @return 0, or -1 (advice only: callers may ignore a failure).
      */
     public static native int sync_file_range(int fd, long offset, long length, int flags);
+
+    /** ioctl FS_IOC_FIEMAP: the file's extents, as the file system maps them. */
+    private static final long FS_IOC_FIEMAP = 0xC020660BL;
+    /** fiemap: write the file's dirty pages out first. */
+    private static final int FIEMAP_FLAG_SYNC = 1;
+    /** fiemap_extent: the file's last extent. */
+    private static final long FIEMAP_EXTENT_LAST = 0x1;
+    /** fiemap_extent: flags that say the extent's blocks are not known written (UNKNOWN, DELALLOC, UNWRITTEN). */
+    private static final long FIEMAP_EXTENT_NOT_WRITTEN = 0x2 | 0x4 | 0x800;
+    private static final int FIEMAP_HEADER_LONGS = 4;
+    private static final int FIEMAP_EXTENT_LONGS = 7;
+    private static final int FIEMAP_BATCH = 64;
+
+    /** Told each range of a file whose blocks are not written: holes, and unwritten or unknown extents. */
+    @FunctionalInterface
+    public interface UnwrittenRange
+    {
+        /**
+         * @param start first byte of the range in the file.
+         * @param end   byte after it.
+         */
+        void found(long start, long end);
+    }
+
+    /**
+     * Finds the ranges of a file, within [0, end), whose blocks are not written (FS_IOC_FIEMAP, which reads the
+     * file system's extents, not the page cache as lseek's SEEK_HOLE does).
+     *
+     * @param fd    a descriptor of the file.
+     * @param end   where to stop.
+     * @param found told each range.
+     * @throws LastErrorException with the errno (EOPNOTSUPP where the file system has no FIEMAP).
+     */
+    public static void unwrittenRanges(final int fd, final long end, final UnwrittenRange found)
+    {
+        // struct fiemap (32 bytes) then struct fiemap_extent (56 bytes) each, little-endian words.
+        final long[] map = new long[FIEMAP_HEADER_LONGS + FIEMAP_BATCH * FIEMAP_EXTENT_LONGS];
+        long next = 0;
+        boolean last = false;
+        while (!last && next < end)
+        {
+            Arrays.fill(map, 0);
+            map[0] = next;                         // fm_start
+            map[1] = end - next;                   // fm_length
+            map[2] = FIEMAP_FLAG_SYNC;             // fm_flags; fm_mapped_extents is the upper half
+            map[3] = FIEMAP_BATCH;                 // fm_extent_count
+            ioctl(fd, FS_IOC_FIEMAP, map);
+            final int mapped = (int)(map[2] >>> 32);
+            if (mapped == 0)
+            {
+                break;
+            }
+            for (int i = 0; i < mapped; i++)
+            {
+                final int at = FIEMAP_HEADER_LONGS + i * FIEMAP_EXTENT_LONGS;
+                final long logical = map[at];
+                final long length = map[at + 2];
+                final long flags = map[at + 5] & 0xffffffffL;
+                if (logical > next)
+                {
+                    found.found(next, Math.min(logical, end)); // A hole.
+                }
+                if ((flags & FIEMAP_EXTENT_NOT_WRITTEN) != 0)
+                {
+                    found.found(Math.max(logical, next), Math.min(logical + length, end));
+                }
+                next = Math.max(next, logical + length);
+                last = (flags & FIEMAP_EXTENT_LAST) != 0;
+            }
+        }
+        if (next < end)
+        {
+            found.found(next, end); // A hole to the end.
+        }
+    }
 
     /** fallocate: keep the file's size. */
     public static final int FALLOC_FL_KEEP_SIZE = 0x01;

@@ -19,6 +19,8 @@ import org.agrona.BufferUtil;
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.NanoClock;
 
+import io.blockmover.io.BlockDevices;
+
 /**
  * Measures, for each volume of a topology test, what the initial sync and the log will face:
  * <ul>
@@ -119,8 +121,7 @@ public final class VolumeProbe implements Agent
                 throw new IOException(path + " is neither a block device nor a regular file");
             }
             final Target t = new Target(path, block);
-            final long rdev = ((Number)Files.getAttribute(path, block ? "unix:rdev" : "unix:dev")).longValue();
-            final String majMin = major(rdev) + ":" + minor(rdev);
+            final String majMin = BlockDevices.majorMinor(path);
             t.statFile = Path.of("/sys/dev/block/" + majMin + "/stat");
             t.size = block ? Long.parseLong(Files.readString(Path.of("/sys/dev/block/" + majMin + "/size")).trim()) *
                 512 : Files.size(path);
@@ -136,16 +137,6 @@ public final class VolumeProbe implements Agent
     {
         final int mode = ((Number)Files.getAttribute(path, "unix:mode")).intValue();
         return (mode & 0170000) == 0060000;
-    }
-
-    static long major(final long dev)
-    {
-        return ((dev >>> 8) & 0xfff) | ((dev >>> 32) & ~0xfffL);
-    }
-
-    static long minor(final long dev)
-    {
-        return (dev & 0xff) | ((dev >>> 12) & ~0xffL);
     }
 
     @Override

@@ -54,14 +54,6 @@ class TopologyReportTest
     }
 
     @Test
-    void shouldSplitDeviceNumbersAsTheKernelDoes()
-    {
-        final long dev = (259L << 8) | 3 | ((0x12345L & ~0xffL) << 12); // major 259, minor 0x12303
-        assertEquals(259, VolumeProbe.major(dev));
-        assertEquals(0x12303, VolumeProbe.minor(dev));
-    }
-
-    @Test
     void shouldKeepEmbeddedDataFromEndingTheScript() throws Exception
     {
         final Map<String, Object> result = new LinkedHashMap<>();

@@ -43,6 +43,8 @@ public final class GroupStatus
         log.put("used", group.log().usedBytes());
         // Released records dropped from the page cache before the kernel wrote them (RecordLog#discardReleased).
         log.put("discarded", group.log().discardedBytes());
+        // FLUSHes that needed this log durable and got it from their volume's device flush, on the same disk.
+        log.put("forces_shared_with_volume", group.logForcesSharedWithVolume.get());
         status.put("log", log);
         final long rpoBytes = group.rpoBytes();
         status.put("rpo_bytes", rpoBytes);

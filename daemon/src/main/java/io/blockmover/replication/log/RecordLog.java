@@ -118,6 +118,8 @@ public final class RecordLog implements AutoCloseable
      * still live, is ever zeroed (a zero range rewrites the partial blocks at its edges).
      */
     static final int DISCARD_ALIGNMENT = 64 * 1024;
+    /** Ranges of the file kept apart while their blocks may be unwritten (see writeOutForDeviceFlush). */
+    private static final int MAX_UNWRITTEN_RANGES = 16;
 
     private Path path; // Changes only when a resize renames the file (renameTo), under the owner's locks.
     // A copy of another log into this one (startCopyFrom to finishCopyFrom): where it began in the other log, how
@@ -195,6 +197,13 @@ public final class RecordLog implements AutoCloseable
     // Appends never reuse space at or beyond it (publishReusable), so no append can land where a discard zeroes.
     private boolean discardable;
     private long discardedPosition;
+    // Forcing-thread state: whether a write over this file's blocks needs no change of its metadata once they
+    // were written (ext4), and the stream ranges [start, end) whose blocks were zeroed by a discard, or found
+    // unwritten or unallocated at open, and are not yet recorded as written again: the records that land on
+    // them a lap later, at [start + capacity, end + capacity), need a force of the file (writeOutForDeviceFlush).
+    private final boolean overwritesInPlace;
+    private final long[] unwrittenRanges = new long[2 * MAX_UNWRITTEN_RANGES];
+    private int unwrittenRangeCount;
     private final AtomicLong discardedBytes = new AtomicLong();
 
     /**
@@ -276,6 +285,115 @@ public final class RecordLog implements AutoCloseable
         this.fileDescriptor = openDescriptor(path);
         this.discardedPosition = persistedHeadPosition;
         this.discardable = fileDescriptor >= 0 && dropsDirtyPagesOnZeroRange(path);
+        this.overwritesInPlace = fileDescriptor >= 0 && overwritesInPlace(path);
+        if (overwritesInPlace)
+        {
+            findUnwrittenBlocks();
+        }
+    }
+
+    /**
+     * Whether writing over a file's written blocks changes none of its metadata that fdatasync would have to
+     * write: ext4's overwrites stay in place. Not btrfs (copy on write), not XFS (a reflinked file's blocks are
+     * copied on write; not measured here).
+     */
+    private static boolean overwritesInPlace(final Path path)
+    {
+        return dropsDirtyPagesOnZeroRange(path);
+    }
+
+    /**
+     * Keeps apart the ranges of the body whose blocks are not written on disk: holes (a sparse log) and unwritten
+     * extents (discards a restart left zeroed). The log is forced first, so that a block written back since its
+     * discard, but whose conversion to written the file system has not yet recorded on disk, is recorded now.
+     * Each range becomes the stream range its blocks held in the lap before the tail.
+     */
+    private void findUnwrittenBlocks()
+    {
+        final long tail = tailPosition.get();
+        try
+        {
+            channel.force(false);
+            Libc.unwrittenRanges(fileDescriptor, FILE_HEADER_LENGTH + capacity, (start, end) ->
+            {
+                final long bodyStart = Math.max(start, FILE_HEADER_LENGTH) - FILE_HEADER_LENGTH;
+                final long bodyEnd = end - FILE_HEADER_LENGTH;
+                if (bodyEnd <= bodyStart)
+                {
+                    return;
+                }
+                // The position in [tail - capacity, tail) of each body offset.
+                final long lapStart = tail - capacity;
+                final long wrapAt = Math.floorMod(lapStart, capacity);
+                final long first = lapStart + Math.floorMod(bodyStart - wrapAt, capacity);
+                if (bodyStart < wrapAt && bodyEnd > wrapAt)
+                {
+                    addUnwritten(lapStart, lapStart + bodyEnd - wrapAt);
+                    addUnwritten(first, first + wrapAt - bodyStart);
+                }
+                else
+                {
+                    addUnwritten(first, first + bodyEnd - bodyStart);
+                }
+            });
+        }
+        catch (final IOException | LastErrorException ex)
+        {
+            addUnwritten(tail - capacity, tail); // Not known: all of it.
+        }
+    }
+
+    private void addUnwritten(final long start, final long end)
+    {
+        for (int i = 0; i < unwrittenRangeCount; i++)
+        {
+            final int at = 2 * i;
+            if (start <= unwrittenRanges[at + 1] && end >= unwrittenRanges[at])
+            {
+                unwrittenRanges[at] = Math.min(unwrittenRanges[at], start);
+                unwrittenRanges[at + 1] = Math.max(unwrittenRanges[at + 1], end);
+                return;
+            }
+        }
+        if (unwrittenRangeCount == MAX_UNWRITTEN_RANGES)
+        {
+            // No room to keep them apart: one range over all of them, larger than it need be.
+            long low = start;
+            long high = end;
+            for (int i = 0; i < unwrittenRangeCount; i++)
+            {
+                low = Math.min(low, unwrittenRanges[2 * i]);
+                high = Math.max(high, unwrittenRanges[2 * i + 1]);
+            }
+            unwrittenRanges[0] = low;
+            unwrittenRanges[1] = high;
+            unwrittenRangeCount = 1;
+            return;
+        }
+        unwrittenRanges[2 * unwrittenRangeCount] = start;
+        unwrittenRanges[2 * unwrittenRangeCount + 1] = end;
+        unwrittenRangeCount++;
+    }
+
+    /**
+     * Forgets the ranges whose next lap's records a force has made durable: writing them recorded their blocks as
+     * written, and that force wrote the record. Forcing thread, after a force.
+     */
+    private void forgetUnwrittenForcedOver()
+    {
+        int kept = 0;
+        for (int i = 0; i < unwrittenRangeCount; i++)
+        {
+            final long start = unwrittenRanges[2 * i];
+            final long end = unwrittenRanges[2 * i + 1];
+            if (end + capacity > forcedPosition)
+            {
+                unwrittenRanges[2 * kept] = start;
+                unwrittenRanges[2 * kept + 1] = end;
+                kept++;
+            }
+        }
+        unwrittenRangeCount = kept;
     }
 
     private static int openDescriptor(final Path path)
@@ -756,9 +874,81 @@ public final class RecordLog implements AutoCloseable
      */
     public void forceRecords()
     {
+        force(headPersistDue());
+    }
+
+    private boolean headPersistDue()
+    {
         final long released = headPosition.get() - persistedHeadPosition;
-        force(released >= Math.min(HEAD_PERSIST_BYTES, capacity / 16) ||
-            System.nanoTime() - headPersistedNs >= headPersistIntervalNs || freeBytes() < capacity / 2);
+        return released >= Math.min(HEAD_PERSIST_BYTES, capacity / 16) ||
+            System.nanoTime() - headPersistedNs >= headPersistIntervalNs || freeBytes() < capacity / 2;
+    }
+
+    /**
+     * Writes the log's dirty pages to the disk and waits for them, as {@link #forceRecords} does, but leaves the
+     * flush of the disk's cache to the caller, who makes one next that reaches this file's disk (a FLUSH's
+     * fdatasync of a volume on the same disk: see BlockDevices.flushCovers). A FLUSH of an async group then costs
+     * one device flush instead of two on the one disk; they ran side by side, but a disk serves its flushes one
+     * at a time. That is all a force would have done only where writing the pages changes none of the file's
+     * metadata: on ext4 (see overwritesInPlace), over blocks written before (a log is written whole when it is
+     * made). So not while records lie over blocks a discard zeroed, or that were unwritten or unallocated at open,
+     * until a force has recorded them as written; and not when the released head is due to be persisted, as
+     * appends may reuse space only once its slot is durable (the slot's write and the flush would come apart).
+     * Callers serialize forces among themselves, and call {@link #flushedThrough} once the disk is flushed.
+     *
+     * @return the position through which the records are written, for {@link #flushedThrough}; -1 when only a
+     *     force will do.
+     */
+    public long writeOutForDeviceFlush()
+    {
+        if (!overwritesInPlace)
+        {
+            return -1;
+        }
+        final long tail = tailPosition.get();
+        if (tail == forcedPosition)
+        {
+            return tail;
+        }
+        for (int i = 0; i < unwrittenRangeCount; i++)
+        {
+            if (unwrittenRanges[2 * i] + capacity < tail)
+            {
+                return -1;
+            }
+        }
+        if (headPersistDue())
+        {
+            readHead();
+            if (headMoved())
+            {
+                return -1;
+            }
+        }
+        // The whole file, as fdatasync writes it: flags marked on records forced before (a WRITTEN flag whose
+        // record a FLUSH forced while its volume write was under way) must reach the disk with this FLUSH too, or
+        // a replay after a power cut could put that older record over a newer write of the same block.
+        if (Libc.sync_file_range(fileDescriptor, 0, 0, Libc.SYNC_FILE_RANGE_WAIT_BEFORE |
+            Libc.SYNC_FILE_RANGE_WRITE | Libc.SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+        {
+            return -1;
+        }
+        return tail;
+    }
+
+    /**
+     * The disk's cache was flushed after {@link #writeOutForDeviceFlush} returned {@code position}: the records
+     * before it are durable. Under the same lock as the forces.
+     *
+     * @param position what writeOutForDeviceFlush returned.
+     */
+    public void flushedThrough(final long position)
+    {
+        if (position > forcedPosition)
+        {
+            forcedPosition = position;
+            giveUpDiscardsBelow(persistedHeadPosition);
+        }
     }
 
     /**
@@ -845,6 +1035,8 @@ public final class RecordLog implements AutoCloseable
         final long to = (fileStart + length) & -DISCARD_ALIGNMENT;
         if (to > from)
         {
+            // Kept apart before the call: a zero range that fails may have zeroed part of it.
+            addUnwritten(start, start + length);
             try
             {
                 Libc.fallocate(fileDescriptor, Libc.FALLOC_FL_ZERO_RANGE | Libc.FALLOC_FL_KEEP_SIZE, from, to - from);
@@ -969,6 +1161,7 @@ public final class RecordLog implements AutoCloseable
             }
         }
         forcedPosition = tail;
+        forgetUnwrittenForcedOver();
         // Everything before the tail is on disk now: nothing is left to spare it.
         giveUpDiscardsBelow(persistedHeadPosition);
     }

@@ -70,7 +70,12 @@ class SourceGroupTest
 
     private SourceGroup open(final GroupMode mode, final long logSize, final RecordLog log) throws IOException
     {
-        final Path volumeFile = dir.resolve("volume.img");
+        return open(mode, logSize, log, dir.resolve("volume.img"));
+    }
+
+    private SourceGroup open(final GroupMode mode, final long logSize, final RecordLog log, final Path volumeFile)
+        throws IOException
+    {
         if (!Files.exists(volumeFile))
         {
             Files.write(volumeFile, new byte[(int)VOLUME_SIZE]);
@@ -133,6 +138,46 @@ class SourceGroupTest
         }
         assertFalse(cursor.next());
         assertEquals("g/volume.img", export.name());
+    }
+
+    /**
+     * An async group's FLUSH makes its log durable too. Where the volume's device flush reaches the log's disk
+     * (both on this host's one disk, as here), the log's pages are written out and that flush serves both; a
+     * volume elsewhere (tmpfs) has the log forced on its own. Either way the log is forced through every record
+     * written before the FLUSH.
+     */
+    @Test
+    void shouldMakeTheLogDurableWithTheVolumesDiskFlushWhereItReachesTheLog() throws IOException
+    {
+        final Path shm = Path.of("/dev/shm");
+        final Path elsewhere = Files.createTempFile(shm, "blockmover-volume-", ".img");
+        try
+        {
+            Files.write(elsewhere, new byte[(int)VOLUME_SIZE]);
+            for (final Path volumeFile : new Path[] {dir.resolve("volume.img"), elsewhere})
+            {
+                Files.deleteIfExists(dir.resolve("log"));
+                RecordLog.prepare(dir.resolve("log"), 1L << 20, REGION);
+                group = open(GroupMode.ASYNC, 1L << 20, RecordLog.open(dir.resolve("log"), 1L << 20, REGION),
+                    volumeFile);
+                final NbdExport export = group.export(0);
+                for (int i = 0; i < 3; i++)
+                {
+                    export.write(i * 8192L, pattern(i, 4096), 4096, false);
+                    export.flush();
+                    assertEquals(group.log().tailPosition(), group.log().forcedPosition(), volumeFile.toString());
+                }
+                final boolean shared = io.blockmover.io.BlockDevices.flushCovers(volumeFile, dir);
+                assertEquals(shared ? 3 : 0, group.logForcesSharedWithVolume.get(), volumeFile.toString());
+                assertFalse(volumeFile == elsewhere && shared, "tmpfs is on no disk");
+                group.close();
+                group = null;
+            }
+        }
+        finally
+        {
+            Files.deleteIfExists(elsewhere);
+        }
     }
 
     /**

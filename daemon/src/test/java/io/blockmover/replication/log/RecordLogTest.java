@@ -803,6 +803,153 @@ class RecordLogTest
         }
     }
 
+    private RecordLog openPrepared(final String name)
+    {
+        RecordLog.prepare(dir.resolve(name), CAPACITY, MAX_RECORD_LENGTH);
+        return RecordLog.open(dir.resolve(name), CAPACITY, MAX_RECORD_LENGTH);
+    }
+
+    /**
+     * Fills the log, releases its first half, and discards what was released (zeroes it in the file).
+     *
+     * @return the next LSN to append.
+     */
+    private long fillReleaseHalfAndDiscard(final RecordLog log, final long firstLsn)
+    {
+        long lsn = firstLsn;
+        while (append(log, lsn, 4000) >= 0)
+        {
+            lsn++;
+        }
+        final RecordLog.Cursor cursor = log.newCursor();
+        cursor.position(log.headPosition());
+        while (cursor.nextPosition() < log.headPosition() + CAPACITY / 2)
+        {
+            assertTrue(cursor.next());
+        }
+        log.release(cursor.position());
+        log.persistHeadForDiscard();
+        while (log.discardReleased(Long.MAX_VALUE) > 0)
+        {
+            assertTrue(log.discardedBytes() > 0);
+        }
+        return lsn;
+    }
+
+    /**
+     * A FLUSH whose volume's device flush reaches the log's disk has the log's pages written and leaves the flush
+     * to the volume's: only where writing them changes none of the file's metadata. Over blocks a discard zeroed
+     * (unwritten extents on ext4), the file must be forced, until a force has recorded them written again.
+     */
+    @Test
+    void shouldLeaveTheDiskFlushToTheCallerOnlyOverBlocksWrittenBefore()
+    {
+        try (RecordLog log = openPrepared("shared-flush.log"))
+        {
+            assumeTrue(log.isDiscardable(), "needs ext4");
+            log.headPersistInterval(Long.MAX_VALUE);
+            assertTrue(append(log, 1, 4000) >= 0);
+            final long written = log.writeOutForDeviceFlush();
+            assertEquals(log.tailPosition(), written, "a prepared log's blocks are all written");
+            assertEquals(0, log.forcedPosition());
+            log.flushedThrough(written);
+            assertEquals(written, log.forcedPosition());
+
+            long lsn = fillReleaseHalfAndDiscard(log, 2);
+            final long zeroedFrom = log.forcedPosition();
+            assertEquals(log.tailPosition(), log.writeOutForDeviceFlush(), "nothing lies over zeroed blocks yet");
+            while (log.tailPosition() <= zeroedFrom + CAPACITY)
+            {
+                assertTrue(append(log, lsn++, 4000) >= 0);
+            }
+            assertEquals(-1, log.writeOutForDeviceFlush(), "records over zeroed blocks: a force only");
+            log.force();
+            assertTrue(append(log, lsn++, 4000) >= 0);
+            assertEquals(-1, log.writeOutForDeviceFlush(), "until every zeroed block is written over and forced");
+            releaseAll(log);
+            log.force();
+            while (append(log, lsn, 4000) >= 0)
+            {
+                lsn++;
+            }
+            log.force();
+            releaseAll(log);
+            log.force();
+            assertTrue(append(log, lsn, 4000) >= 0);
+            assertEquals(log.tailPosition(), log.writeOutForDeviceFlush(),
+                "zeroed blocks written over and forced: the disk flush will do");
+        }
+    }
+
+    private static void releaseAll(final RecordLog log)
+    {
+        final RecordLog.Cursor cursor = log.newCursor();
+        cursor.position(log.headPosition());
+        while (cursor.next())
+        {
+            log.release(cursor.position());
+        }
+    }
+
+    /**
+     * A log reopened after discards finds the blocks they left zeroed (FIEMAP: unwritten extents) and keeps the
+     * force for records that land on them. A sparse log (tests) finds its holes the same way.
+     */
+    @Test
+    void shouldFindTheBlocksLeftUnwrittenWhenReopened()
+    {
+        final long zeroedFrom;
+        long lsn;
+        try (RecordLog log = openPrepared("reopened.log"))
+        {
+            assumeTrue(log.isDiscardable(), "needs ext4");
+            lsn = fillReleaseHalfAndDiscard(log, 1);
+            zeroedFrom = log.headPosition() - CAPACITY / 2;
+            log.force();
+        }
+        try (RecordLog log = RecordLog.open(dir.resolve("reopened.log"), CAPACITY, MAX_RECORD_LENGTH))
+        {
+            log.headPersistInterval(Long.MAX_VALUE);
+            assertTrue(append(log, lsn++, 4000) >= 0);
+            assertEquals(log.tailPosition(), log.writeOutForDeviceFlush(), "appended over blocks still written");
+            while (log.tailPosition() <= zeroedFrom + CAPACITY + RecordLog.DISCARD_ALIGNMENT + 8192)
+            {
+                assertTrue(append(log, lsn++, 4000) >= 0);
+            }
+            assertEquals(-1, log.writeOutForDeviceFlush(), "records over blocks zeroed before the reopen");
+        }
+        try (RecordLog sparse = openSmall("sparse.log"))
+        {
+            assertTrue(append(sparse, 1, 4000) >= 0);
+            assertEquals(-1, sparse.writeOutForDeviceFlush(), "records over holes: a force only");
+        }
+    }
+
+    /**
+     * Outside ext4 (tmpfs here) writing a file's pages is not known to leave its metadata alone: always a force.
+     */
+    @Test
+    void shouldAlwaysForceALogOutsideExt4() throws IOException
+    {
+        final Path shm = Path.of("/dev/shm");
+        assumeTrue(Files.isDirectory(shm) && "tmpfs".equals(Files.getFileStore(shm).type()), "needs /dev/shm");
+        final Path file = Files.createTempFile(shm, "blockmover-shared-flush-", ".log");
+        Files.delete(file);
+        try
+        {
+            RecordLog.prepare(file, CAPACITY, MAX_RECORD_LENGTH);
+            try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH))
+            {
+                assertTrue(append(log, 1, 4000) >= 0);
+                assertEquals(-1, log.writeOutForDeviceFlush());
+            }
+        }
+        finally
+        {
+            Files.deleteIfExists(file);
+        }
+    }
+
     /**
      * The force after each batch of a sync partner makes the records durable; the released head (a page of its
      * own) only when enough was released, time passed, or room is getting short. A full force always writes it.
