@@ -20,6 +20,11 @@
                                                 earlier round that was never answered is no part of the history
                                                 either way: its block may hold its stamp or zeros. Prints one line
                                                 with K; exit 1 when it is no prefix.
+  stamp.py logged VOLUME LOG LEDGER             for a source's record log read after a power cut, before its daemon
+                                                starts: every block acknowledged as durable is on the partner's
+                                                VOLUME (its stamp at its offset) or whole somewhere in LOG (a record
+                                                the partner had not yet made durable must still be in the source's
+                                                log). Prints one line; exit 1 when a durable block is in neither.
   stamp.py selftest                             check and prefix against made-up volumes and a ledger of two rounds
                                                 (the second written with the partner down): each must pass or fail
                                                 as it should. Exit 1 if one does not. scripts/test-crash runs it
@@ -230,6 +235,32 @@ def check(volume, ledger_path, view=None):
     return 1 if missing or foreign else 0
 
 
+def logged(volume, log_path, ledger_path):
+    durable = read_ledger(ledger_path)[1]
+    with open(volume, "rb") as f:
+        on_volume = {index for index, data in enumerate(iter(lambda: f.read(BLOCK), b""), 1)
+                     if index in durable and data == block(index)}
+    # Records sit anywhere in the log, behind headers of their own: find each stamp, then the whole block.
+    with open(log_path, "rb") as f:
+        data = f.read()
+    magic, in_log, at = STAMP.pack(MAGIC, 0)[:8], set(), data.find(STAMP.pack(MAGIC, 0)[:8])
+    while at >= 0:
+        n = STAMP.unpack_from(data, at)[1] if at + STAMP.size <= len(data) else 0
+        if n in durable and data[at:at + BLOCK] == block(n):
+            in_log.add(n)
+            at = data.find(magic, at + BLOCK)
+        else:
+            at = data.find(magic, at + 1)
+    lost = sorted(durable - on_volume - in_log)
+    if not durable:
+        print("%s: no block was acknowledged in the ledger: nothing to check" % log_path)
+        return 1
+    print("%s: %d durable blocks, %d on the partner's volume, %d more only in this log, %d in neither%s"
+          % (log_path, len(durable), len(on_volume), len(in_log - on_volume), len(lost),
+             (" (first " + str(lost[:5]) + ")") if lost else ""))
+    return 1 if lost else 0
+
+
 def selftest():
     import tempfile
     # Round 1: blocks 1-5 acknowledged, 6 cut off; round 2: 7-9 acknowledged, 10 cut off; then, with the partner
@@ -274,6 +305,28 @@ def selftest():
                 failed += 1
                 print("stamp selftest: blocks %s%s: check and prefix passed %s, should have %s"
                       % (sorted(stamped), " (%s)" % view if view else "", got, (check_passes, prefix_passes)))
+        # logged: blocks 1-5 and 7-9 durable on the volume, 11-12 (and 10, unanswered) only in a log of records
+        # with 40-byte headers between them; the same with block 12 missing from the log must fail.
+        log_path = os.path.join(tmp, "log")
+        with open(volume, "wb") as f:
+            for n in range(1, 65):
+                f.write(block(n) if n in set(range(1, 10)) - {6} else bytes(BLOCK))
+        for in_log, passes in (({10, 11, 12}, True), ({10, 11}, False)):
+            with open(log_path, "wb") as f:
+                for n in sorted(in_log):
+                    f.write(bytes(40) + block(n))
+                f.write(bytes(40) + block(12)[:BLOCK // 2])   # a torn record
+            with open(os.devnull, "w") as quiet:
+                saved, sys.stdout = sys.stdout, quiet
+                try:
+                    got = logged(volume, log_path, ledger_path) == 0
+                finally:
+                    sys.stdout = saved
+            cases.append(None)
+            if got != passes:
+                failed += 1
+                print("stamp selftest: logged with blocks %s in the log passed %s, should have %s"
+                      % (sorted(in_log), got, passes))
     print("stamp selftest: %d of %d cases as they should be" % (len(cases) - failed, len(cases)))
     return 1 if failed else 0
 
@@ -287,6 +340,8 @@ if __name__ == "__main__":
         sys.exit(check(sys.argv[2], sys.argv[3], (sys.argv[4:] or [None])[0]))
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "prefix" and sys.argv[4:] in ([], ["partner"]):
         sys.exit(prefix(sys.argv[2], sys.argv[3], sys.argv[4:] == ["partner"]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "logged":
+        sys.exit(logged(sys.argv[2], sys.argv[3], sys.argv[4]))
     elif sys.argv[1:] == ["selftest"]:
         sys.exit(selftest())
     else:
