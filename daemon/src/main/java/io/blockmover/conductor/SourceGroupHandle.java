@@ -191,6 +191,7 @@ final class SourceGroupHandle
             }
             group = new SourceGroup(config, dir, volumes, log,
                 (fresh && !config.seeding) || (hostCrashed && config.seeding));
+            logSharedFlushes(group);
             if (hostCrashed && config.seeding)
             {
                 // Every region is dirty again: the initial sync resends everything, a comparison would skip it all.
@@ -269,6 +270,26 @@ final class SourceGroupHandle
     SourceGroup group()
     {
         return group;
+    }
+
+    /**
+     * Says which volumes share the log's disk, where a FLUSH that needs the log durable flushes that disk once.
+     */
+    private void logSharedFlushes(final SourceGroup opened)
+    {
+        final StringBuilder shared = new StringBuilder();
+        for (int i = 0; i < config.volumes.size(); i++)
+        {
+            if (opened.flushCoversLog(i))
+            {
+                shared.append(shared.length() == 0 ? "" : ", ").append(config.volumes.get(i).source);
+            }
+        }
+        if (shared.length() > 0)
+        {
+            conductor.log("group " + config.name + ": " + shared + " on the log's disk: a FLUSH that needs the log " +
+                "durable (async, or the partner away) flushes that disk once for both");
+        }
     }
 
     /**

@@ -81,6 +81,7 @@ public final class GroupCounters implements AutoCloseable
             set(GroupMetric.LOG_USED_BYTES, -1, -1, log.get("used"), 1);
             set(GroupMetric.LOG_SIZE_BYTES, -1, -1, log.get("size"), 1);
             set(GroupMetric.LOG_DISCARDED_BYTES, -1, -1, log.get("discarded"), 1);
+            set(GroupMetric.LOG_FORCES_SHARED, -1, -1, log.get("forces_shared_with_volume"), 1);
         }
         set(GroupMetric.LINKED, -1, -1, status.get("transport") != null ? 1 : 0, 1);
         set(GroupMetric.BYTES_SENT, -1, -1, status.get("bytes_sent"), 1);

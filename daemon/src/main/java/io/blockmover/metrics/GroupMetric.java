@@ -51,7 +51,9 @@ public enum GroupMetric
         "Destination: seconds since its source last said how far ahead it was (the destination's rpo_* and " +
         "behind_records are as of then)."),
     BEHIND_RECORDS(30, "behind_records", Kind.GAUGE, 1,
-        "Destination: records its source had logged beyond those held here, as the source last said.");
+        "Destination: records its source had logged beyond those held here, as the source last said."),
+    LOG_FORCES_SHARED(31, "log_forces_shared_with_volume_total", Kind.COUNTER, 1,
+        "FLUSHes that needed the source's log durable and got it from the volume's own device flush (one disk).");
 
     /**
      * How a metric is exported.

@@ -621,6 +621,16 @@ public final class SourceGroup implements AutoCloseable
         flushes.incrementAndGet();
     }
 
+    /**
+     * @param vol a volume of the group.
+     * @return whether that volume's device flush also makes the group's log durable (one disk), so that a FLUSH
+     *     that needs the log durable flushes the disk once.
+     */
+    public boolean flushCoversLog(final int vol)
+    {
+        return flushCoversLog[vol];
+    }
+
     private long writeLogOutForDeviceFlush(final RecordLog sharing)
     {
         synchronized (forceLock)
