@@ -779,16 +779,25 @@ class RecordLogTest
     }
 
     /**
+     * @return a path on /dev/shm (tmpfs) where no file is yet; the test is skipped where there is none.
+     */
+    private static Path tmpfsFile(final String prefix) throws IOException
+    {
+        final Path shm = Path.of("/dev/shm");
+        assumeTrue(Files.isDirectory(shm) && "tmpfs".equals(Files.getFileStore(shm).type()), "needs /dev/shm");
+        final Path file = Files.createTempFile(shm, prefix, ".log");
+        Files.delete(file);
+        return file;
+    }
+
+    /**
      * Where a zero range would write the pages back first (every file system but ext4, tmpfs among them), the
      * log keeps them: the released room is reusable as soon as the head is persisted.
      */
     @Test
     void shouldNotDiscardOutsideExt4() throws IOException
     {
-        final Path shm = Path.of("/dev/shm");
-        assumeTrue(Files.isDirectory(shm) && "tmpfs".equals(Files.getFileStore(shm).type()), "needs /dev/shm");
-        final Path file = Files.createTempFile(shm, "blockmover-discard-", ".log");
-        Files.delete(file);
+        final Path file = tmpfsFile("blockmover-discard-");
         try (RecordLog log = RecordLog.open(file, CAPACITY, MAX_RECORD_LENGTH, SEGMENT_LENGTH))
         {
             assertFalse(log.isDiscardable());
@@ -931,10 +940,7 @@ class RecordLogTest
     @Test
     void shouldAlwaysForceALogOutsideExt4() throws IOException
     {
-        final Path shm = Path.of("/dev/shm");
-        assumeTrue(Files.isDirectory(shm) && "tmpfs".equals(Files.getFileStore(shm).type()), "needs /dev/shm");
-        final Path file = Files.createTempFile(shm, "blockmover-shared-flush-", ".log");
-        Files.delete(file);
+        final Path file = tmpfsFile("blockmover-shared-flush-");
         try
         {
             RecordLog.prepare(file, CAPACITY, MAX_RECORD_LENGTH);
