@@ -11,12 +11,12 @@ import io.blockmover.frontend.nbd.NbdProtocol;
 /**
  * Forces a source group's own log for the FLUSHes that need it (an async group's, or a sync group's while its
  * partner is away) on a thread of its own, while the flushing thread forces the volume: the two fdatasyncs
- * overlap instead of running one after the other. Where the volume's device flush reaches the log's disk, a FLUSH
- * writes the log's pages out and lets that one flush serve both instead (SourceGroup.flushWhileOpen), and comes
- * here only when the log needs a force of its own (RecordLog.writeOutForDeviceFlush). Serially, an async FLUSH cost two device flushes end to end and
+ * overlap instead of running one after the other. Serially, an async FLUSH cost two device flushes end to end and
  * async groups did half the IOPS of an unreplicated export at queue depth 1 with a FLUSH after every write, while
  * two concurrent write+fdatasync streams on this disk each keep 0.94 of one stream's rate. FLUSHes that ask during
- * one force share the next (group commit).
+ * one force share the next (group commit). Where the volume's device flush reaches the log's disk, a FLUSH writes
+ * the log's pages out and lets that one flush serve both instead (SourceGroup.flushWhileOpen), and comes here only
+ * when the log needs a force of its own (RecordLog.writeOutForDeviceFlush).
  * <p>
  * A FLUSH takes a ticket ({@link #request}) and later waits for it ({@link #await}). The thread reads the newest
  * ticket before it forces, so a force it then completes began after every ticket up to that one was taken, and
