@@ -547,8 +547,9 @@ final class GroupCommand implements Callable<Integer>
     @Command(name = "resume", mixinStandardHelpOptions = true,
         description = {"Resume replicating a suspended group: reconnect and send what changed meanwhile.",
             "",
-            "A source group that could not open when the daemon started (state 'failed': its volume gone, its",
-            "disk detached) is opened again, once what its error names is put right."})
+            "A group that could not open when the daemon started (state 'failed': its volume gone, its disk",
+            "detached) is opened again, once what its error names is put right. On a destination that is what",
+            "a failover needs while its source is down: otherwise it opens when its source next connects."})
     static final class Resume extends NamedAction
     {
         Resume()

@@ -120,7 +120,8 @@ final class DestinationGroupHandle
             {
                 final GroupConfig.VolumePair pair = config.volumes.get(i);
                 volumes[i] = Groups.openVolume(pair.target, "and the group opens again when " +
-                    config.peer + ", its source, next connects");
+                    config.peer + ", its source, next connects, or now with 'blockmover group resume " +
+                    config.name + "' (for a failover while " + config.peer + " is down)");
                 checkSize(pair, volumes[i]);
             }
             if (TestMount.removeLeftover(store.dir(config.name)))

@@ -672,10 +672,16 @@ final class Groups implements AutoCloseable
         final SourceGroupHandle handle = sources.get(name);
         if (handle == null)
         {
-            if (destinations.containsKey(name))
+            final DestinationGroupHandle destination = destinations.get(name);
+            if (destination != null && !suspend && !destination.isOpen())
+            {
+                reopen(destination);
+                return destination.status();
+            }
+            if (destination != null)
             {
                 throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is a destination here: " +
-                    "suspend or resume it on its source, " + destinations.get(name).config.peer);
+                    "suspend or resume it on its source, " + destination.config.peer);
             }
             throw noSuchGroup(name);
         }
@@ -714,6 +720,26 @@ final class Groups implements AutoCloseable
         register(handle);
         conductor.log("group " + name + " (source, " + handle.config.mode.label() + ") opened on resume");
         handle.resumeLogResize(logPreparer, "before the daemon stopped");
+    }
+
+    /**
+     * A destination group that could not open at start (its volume gone, its disk detached) opens again when its
+     * source next connects. With its source down, which is when a failover is wanted, that never comes: 'group
+     * resume', 'group switch --force' and a test mount open it here once the operator has put things right.
+     */
+    private void reopen(final DestinationGroupHandle handle)
+    {
+        final String name = handle.config.name;
+        try
+        {
+            handle.open();
+        }
+        catch (final BlockmoverException ex)
+        {
+            handle.failed(ex.getMessage());
+            throw new BlockmoverException(ex.code(), "group " + name + " still cannot open: " + ex.getMessage());
+        }
+        conductor.log("group " + name + " (destination of " + handle.config.peer + ") opened on request");
     }
 
     private Map<String, Object> freeze(final String name, final boolean freeze)
@@ -778,6 +804,10 @@ final class Groups implements AutoCloseable
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + name + " is receiving from " +
                 destination.config.peer + " right now: the source is alive, so switch there without --force");
+        }
+        if (!destination.isOpen())
+        {
+            reopen(destination); // Then its applier applies what the log holds, and the failover waits for that.
         }
         if (!destination.isApplied())
         {
@@ -856,6 +886,10 @@ final class Groups implements AutoCloseable
                     (mount ? "mount " : "dismount ") + name + "' on its destination, " + sources.get(name).config.peer);
             }
             throw noSuchGroup(name);
+        }
+        if (mount && !destination.isOpen())
+        {
+            reopen(destination);
         }
         return mount ? destination.testMount(exports) : destination.testDismount();
     }

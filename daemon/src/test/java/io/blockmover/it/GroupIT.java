@@ -1153,7 +1153,8 @@ class GroupIT
         {
             final Map<String, Object> failed = restartWithout("site-b", name, destinations[0], movedTarget);
             assertEquals("volume " + destinations[0] + " is gone (renamed? its disk detached?): put it back, and " +
-                "the group opens again when site-a, its source, next connects", failed.get("error"));
+                "the group opens again when site-a, its source, next connects, or now with 'blockmover group " +
+                "resume gone' (for a failover while site-a is down)", failed.get("error"));
         }
         finally
         {
@@ -1164,6 +1165,65 @@ class GroupIT
         assertNull(testbed.group("site-b", name).get("error"), testbed.group("site-b", name).toString());
         GroupChecks.assertSameVolumes(sources, destinations, SIZE);
         GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * A destination whose volume was gone when its daemon started opens on 'group resume', or on the failover
+     * itself, once the volume is back. It used to open only when its source next connected: with the source down,
+     * which is when a failover is wanted, never. 'group switch --force' then answered "still applying its log:
+     * retry in a moment" for as long as anyone retried.
+     */
+    @Test
+    void shouldOpenADestinationWhoseVolumeIsBackForAFailoverWhileItsSourceIsDown() throws Exception
+    {
+        final String name = "dgone";
+        final ReplicatedGroup group = replicatedGroup(name);
+        final Path[] destinations = group.destinations();
+        qemuIo(GroupChecks.uri(group.created(), 0), "write -P 0x5a 1M 2M");
+        awaitReplicated(testbed, name, 60);
+        // Durably consistent (what a restarted destination knows), not only as its source last said.
+        Testbed.await("site-b to mark itself consistent", 30, () -> testbed.group("site-b", name)
+            .get("consistent_through_lsn") instanceof Number n && n.longValue() >= 0);
+        final Path moved = destinations[0].resolveSibling(name + "-moved-dst.img");
+        try
+        {
+            testbed.kill("site-a");
+            final Map<String, Object> failed = restartWithout("site-b", name, destinations[0], moved);
+            assertEquals("volume " + destinations[0] + " is gone (renamed? its disk detached?): put it back, and " +
+                "the group opens again when site-a, its source, next connects, or now with 'blockmover group " +
+                "resume dgone' (for a failover while site-a is down)", failed.get("error"));
+            assertRefused(testbed.cli("site-b", "group", "switch", name, "--force"), 4, "group dgone still cannot " +
+                "open: volume " + destinations[0] + " is gone");
+            assertRefused(testbed.cli("site-b", "group", "resume", name), 4, "group dgone still cannot open");
+            Files.move(moved, destinations[0]);
+            testbed.cli("site-b", "group", "resume", name).expect(0);
+            assertNull(testbed.group("site-b", name).get("error"), "the error is history once open");
+            assertTrue(testbed.log("site-b").contains("group dgone (destination of site-a) opened on request"));
+            final java.util.concurrent.atomic.AtomicReference<Run> failover = new java.util.concurrent.atomic
+                .AtomicReference<>();
+            try
+            {
+                // At first it may wait for the applier to apply what the log holds (BUSY).
+                Testbed.await("the failover", 30, () -> failover.updateAndGet(last -> testbed.cli("site-b", "group",
+                    "switch", name, "--force")).exitCode() == 0);
+            }
+            catch (final AssertionError ex)
+            {
+                throw new AssertionError(ex.getMessage() + ": " + failover.get(), ex);
+            }
+            assertEquals("source", testbed.group("site-b", name).get("role"));
+            GroupChecks.assertSameVolumes(group.sources(), destinations, SIZE);
+        }
+        finally
+        {
+            if (Files.exists(moved))
+            {
+                Files.move(moved, destinations[0]);
+            }
+            testbed.start("site-a");
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            GroupChecks.delete(testbed, name);
+        }
     }
 
     /**
