@@ -307,7 +307,7 @@ def selftest():
                       % (sorted(stamped), " (%s)" % view if view else "", got, (check_passes, prefix_passes)))
         # logged: blocks 1-5 and 7-9 durable on the volume, 11-12 (and 10, unanswered) only in a log of records
         # with 40-byte headers between them; the same with block 12 missing from the log must fail.
-        log_path = os.path.join(tmp, "log")
+        log_path, checked = os.path.join(tmp, "log"), len(cases)
         with open(volume, "wb") as f:
             for n in range(1, 65):
                 f.write(block(n) if n in set(range(1, 10)) - {6} else bytes(BLOCK))
@@ -322,12 +322,12 @@ def selftest():
                     got = logged(volume, log_path, ledger_path) == 0
                 finally:
                     sys.stdout = saved
-            cases.append(None)
+            checked += 1
             if got != passes:
                 failed += 1
                 print("stamp selftest: logged with blocks %s in the log passed %s, should have %s"
                       % (sorted(in_log), got, passes))
-    print("stamp selftest: %d of %d cases as they should be" % (len(cases) - failed, len(cases)))
+    print("stamp selftest: %d of %d cases as they should be" % (checked - failed, checked))
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.regex.Pattern;
 
 import io.blockmover.BlockmoverException;
@@ -708,15 +709,7 @@ final class Groups implements AutoCloseable
     private void reopen(final SourceGroupHandle handle)
     {
         final String name = handle.config.name;
-        try
-        {
-            handle.open(false);
-        }
-        catch (final BlockmoverException ex)
-        {
-            handle.failed(ex.getMessage());
-            throw new BlockmoverException(ex.code(), "group " + name + " still cannot open: " + ex.getMessage());
-        }
+        openAgain(name, () -> handle.open(false), handle::failed);
         register(handle);
         conductor.log("group " + name + " (source, " + handle.config.mode.label() + ") opened on resume");
         handle.resumeLogResize(logPreparer, "before the daemon stopped");
@@ -729,17 +722,25 @@ final class Groups implements AutoCloseable
      */
     private void reopen(final DestinationGroupHandle handle)
     {
-        final String name = handle.config.name;
+        openAgain(handle.config.name, handle::open, handle::failed);
+        conductor.log("group " + handle.config.name + " (destination of " + handle.config.peer + ") opened on " +
+            "request");
+    }
+
+    /**
+     * Opens a group that failed to open before; if it fails again, keeps the new reason and refuses with it.
+     */
+    private static void openAgain(final String name, final Runnable open, final Consumer<String> failed)
+    {
         try
         {
-            handle.open();
+            open.run();
         }
         catch (final BlockmoverException ex)
         {
-            handle.failed(ex.getMessage());
+            failed.accept(ex.getMessage());
             throw new BlockmoverException(ex.code(), "group " + name + " still cannot open: " + ex.getMessage());
         }
-        conductor.log("group " + name + " (destination of " + handle.config.peer + ") opened on request");
     }
 
     private Map<String, Object> freeze(final String name, final boolean freeze)

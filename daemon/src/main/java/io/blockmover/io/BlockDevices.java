@@ -26,10 +26,19 @@ public final class BlockDevices
      */
     public static String majorMinor(final Path path) throws IOException
     {
-        final int mode = ((Number)Files.getAttribute(path, "unix:mode")).intValue();
-        final long dev = ((Number)Files.getAttribute(path, (mode & S_IFMT) == S_IFBLK ? "unix:rdev" : "unix:dev"))
+        final long dev = ((Number)Files.getAttribute(path, isBlockDevice(path) ? "unix:rdev" : "unix:dev"))
             .longValue();
         return major(dev) + ":" + minor(dev);
+    }
+
+    /**
+     * @param path any path.
+     * @return whether it is a block device.
+     * @throws IOException when the path cannot be read.
+     */
+    public static boolean isBlockDevice(final Path path) throws IOException
+    {
+        return (((Number)Files.getAttribute(path, "unix:mode")).intValue() & S_IFMT) == S_IFBLK;
     }
 
     /**

@@ -115,7 +115,7 @@ public final class VolumeProbe implements Agent
         writeBuffer.put(random).flip();
         for (final Path path : volumes)
         {
-            final boolean block = isBlockDevice(path);
+            final boolean block = BlockDevices.isBlockDevice(path);
             if (!block && !Files.isRegularFile(path))
             {
                 throw new IOException(path + " is neither a block device nor a regular file");
@@ -131,12 +131,6 @@ public final class VolumeProbe implements Agent
             }
             targets.add(t);
         }
-    }
-
-    private static boolean isBlockDevice(final Path path) throws IOException
-    {
-        final int mode = ((Number)Files.getAttribute(path, "unix:mode")).intValue();
-        return (mode & 0170000) == 0060000;
     }
 
     @Override

@@ -15,6 +15,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -422,11 +423,7 @@ class GroupIT
     void shouldGoOnWithTheResizeItWasFollowingWhenItBecomesTheSource() throws Exception
     {
         final String name = "follow";
-        final Path[] sources = randomFiles(name + "-src", 1, 47);
-        final Path[] destinations = zeroFiles(name + "-dst", 1);
-        GroupChecks.create(testbed, name, concat(volumeOptions(sources, destinations), "--mode", "sync",
-            "--log-size", "32m"));
-        awaitReplicated(testbed, name, 60);
+        replicatedGroup(name, 47, "--mode", "sync", "--log-size", "32m");
         try
         {
             // A test failover mounted on site-b holds its move to the new log: written, it waits.
@@ -470,11 +467,9 @@ class GroupIT
     {
         assumeTools("fio");
         final String name = "policy";
-        final Path[] sources = randomFiles(name + "-src", 1, 41);
-        final Path[] destinations = zeroFiles(name + "-dst", 1);
-        GroupChecks.create(testbed, name, concat(volumeOptions(sources, destinations), "--mode", "sync",
-            "--log-size", "32m"));
-        awaitReplicated(testbed, name, 60);
+        final ReplicatedGroup group = replicatedGroup(name, 41, "--mode", "sync", "--log-size", "32m");
+        final Path[] sources = group.sources();
+        final Path[] destinations = group.destinations();
         try
         {
             final Run set = testbed.cli("site-a", "group", "set", name, "--on-disconnect", "block").expect(0);
@@ -1199,8 +1194,7 @@ class GroupIT
             testbed.cli("site-b", "group", "resume", name).expect(0);
             assertNull(testbed.group("site-b", name).get("error"), "the error is history once open");
             assertTrue(testbed.log("site-b").contains("group dgone (destination of site-a) opened on request"));
-            final java.util.concurrent.atomic.AtomicReference<Run> failover = new java.util.concurrent.atomic
-                .AtomicReference<>();
+            final AtomicReference<Run> failover = new AtomicReference<>();
             try
             {
                 // At first it may wait for the applier to apply what the log holds (BUSY).
@@ -1255,9 +1249,20 @@ class GroupIT
 
     private static ReplicatedGroup replicatedGroup(final String name) throws IOException
     {
-        final Path[] sources = zeroFiles(name + "-src", 1);
+        return replicatedGroup(name, 0);
+    }
+
+    /**
+     * @param seed    of the source's random data; 0 for zeros.
+     * @param options for 'group create' beyond the volumes.
+     */
+    private static ReplicatedGroup replicatedGroup(final String name, final int seed, final String... options)
+        throws IOException
+    {
+        final Path[] sources = seed == 0 ? zeroFiles(name + "-src", 1) : randomFiles(name + "-src", 1, seed);
         final Path[] destinations = zeroFiles(name + "-dst", 1);
-        final Map<String, Object> created = GroupChecks.create(testbed, name, volumeOptions(sources, destinations));
+        final Map<String, Object> created = GroupChecks.create(testbed, name,
+            concat(volumeOptions(sources, destinations), options));
         awaitReplicated(testbed, name, 60);
         return new ReplicatedGroup(sources, destinations, created);
     }

@@ -284,22 +284,14 @@ public final class RecordLog implements AutoCloseable
         this.writeBehindPosition = tailPosition.get();
         this.fileDescriptor = openDescriptor(path);
         this.discardedPosition = persistedHeadPosition;
-        this.discardable = fileDescriptor >= 0 && dropsDirtyPagesOnZeroRange(path);
-        this.overwritesInPlace = fileDescriptor >= 0 && overwritesInPlace(path);
+        // Both hold on ext4 only: see isExt4.
+        final boolean ext4 = fileDescriptor >= 0 && isExt4(path);
+        this.discardable = ext4;
+        this.overwritesInPlace = ext4;
         if (overwritesInPlace)
         {
             findUnwrittenBlocks();
         }
-    }
-
-    /**
-     * Whether writing over a file's written blocks changes none of its metadata that fdatasync would have to
-     * write: ext4's overwrites stay in place. Not btrfs (copy on write), not XFS (a reflinked file's blocks are
-     * copied on write; not measured here).
-     */
-    private static boolean overwritesInPlace(final Path path)
-    {
-        return dropsDirtyPagesOnZeroRange(path);
     }
 
     /**
@@ -409,13 +401,16 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * Whether a zero range of the file drops its dirty pages without writing them: measured on ext4 under Linux
-     * 6.1 (Debian 12) and 6.18, where 256 MiB of dirty log zeroed behind the appends wrote nothing (a punched hole
-     * wrote them all first on 6.1). XFS writes a range back before it zeroes it (xfs_flush_unmap_range, read in
-     * its source, not measured), which would turn a discard into a synchronous write of what it was meant to
-     * spare; other file systems keep their pages until that is measured.
+     * ext4 is where two things this log relies on hold. A zero range of the file drops its dirty pages without
+     * writing them (discardReleased): measured under Linux 6.1 (Debian 12) and 6.18, where 256 MiB of dirty log
+     * zeroed behind the appends wrote nothing (a punched hole wrote them all first on 6.1). XFS writes a range back
+     * before it zeroes it (xfs_flush_unmap_range, read in its source, not measured), which would turn a discard
+     * into a synchronous write of what it was meant to spare. And writing over a file's written blocks changes
+     * none of the metadata fdatasync would have to write (writeOutForDeviceFlush): ext4 overwrites in place; btrfs
+     * copies on write, and so does XFS for a reflinked file's blocks (not measured here). Other file systems get
+     * neither until that is measured.
      */
-    private static boolean dropsDirtyPagesOnZeroRange(final Path path)
+    private static boolean isExt4(final Path path)
     {
         try
         {
@@ -1006,7 +1001,7 @@ public final class RecordLog implements AutoCloseable
      * released, and nothing reads them again (recovery starts at the persisted head), yet the kernel would write
      * every one of them back within 30 s (dirty_expire_centisecs): with a sync partner, a second copy of every
      * client write on the source's disk. Only records behind the persisted head are discarded, in file ranges
-     * aligned to {@link #DISCARD_ALIGNMENT}, and only on ext4 (see dropsDirtyPagesOnZeroRange). The price: the
+     * aligned to {@link #DISCARD_ALIGNMENT}, and only on ext4 (see isExt4). The price: the
      * pages are freed and allocated again by the next lap's appends, and a force of records written over a zeroed
      * range also commits the file system's journal (its blocks turn from unwritten to written). Only what was
      * released before any force wrote it is discarded, so a log forced often (a destination's, an async source's
