@@ -255,8 +255,11 @@ final class DestinationGroupHandle
 
     /**
      * @param resend whether the source resends a record this side got damaged (NACK) instead of reconnecting.
+     * @param flushHints whether the source marks the records its clients' FLUSHes may soon wait for; an older one
+     *                   does not, and a sync partner then forces after every batch, as it did.
      */
-    void startSession(final FrameConnection connection, final int sessionId, final boolean resend)
+    void startSession(final FrameConnection connection, final int sessionId, final boolean resend,
+        final boolean flushHints)
     {
         closeLingeringSession();
         transport = connection.transportName();
@@ -270,6 +273,10 @@ final class DestinationGroupHandle
         if (resend)
         {
             receiver.askForResends();
+        }
+        if (flushHints)
+        {
+            receiver.followFlushHints();
         }
         // No spins, as for the source's shipper: a spin is a failed read system call.
         receiverRunner = conductor.newRunner(receiver, new ConnectionIdleStrategy(connection, receiver, 0));

@@ -1244,7 +1244,8 @@ final class Groups implements AutoCloseable
             throw new BlockmoverException(ErrorCode.PEER_UNREACHABLE, "cannot answer " + peer + ": " + ex, ex);
         }
         final FrameConnection connection = channel.connection();
-        handle.startSession(connection, sessionId, Boolean.TRUE.equals(open.get("resend")));
+        handle.startSession(connection, sessionId, Boolean.TRUE.equals(open.get("resend")),
+            Boolean.TRUE.equals(open.get("flush_hints")));
         return opened;
     }
 

@@ -712,6 +712,9 @@ final class SourceGroupHandle
         open.put("created_ms", config.createdMs);
         // This shipper resends from a record its partner got damaged (NACK), so the session need not end.
         open.put("resend", true);
+        // This shipper marks the records its clients' FLUSHes may soon wait for (RecordFlags.FLUSHING): a sync
+        // partner need not force after every batch while none come.
+        open.put("flush_hints", true);
         putSettings(open);
         try
         {

@@ -22,8 +22,9 @@ import io.blockmover.transport.FrameConnection;
 /**
  * The destination group's network agent for one session: receives records straight into the log (the payload's
  * CRC32C is checked before the record counts), acknowledges what it appended, and has its {@link LogForcer} force
- * the log when a FLUSH asks for it or enough has accumulated (a sync group's: after every batch), then answers
- * DURABLE: one force for every FLUSH waiting (group commit). It goes on receiving while the forcer forces.
+ * the log when a FLUSH asks for it or enough has accumulated (a sync group's: after every batch, while its source's
+ * clients flush), then answers DURABLE: one force for every FLUSH waiting (group commit). It goes on receiving
+ * while the forcer forces.
  */
 public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleeper
 {
@@ -63,6 +64,10 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private final long forceBytes;
     private final long forceIntervalNs;
     private final boolean eagerForce;
+    // The source marks the records its clients' FLUSHes may soon wait for (RecordFlags.FLUSHING); one that says so in
+    // its OPEN marks every such record, and a sync partner then forces after every batch only while they come.
+    private boolean followsFlushHints;
+    private boolean clientsFlushing = true;
     private final SessionStatus status = new SessionStatus();
     private final RecordLog log;
     private final LogForcer forcer;
@@ -125,10 +130,12 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         this.clock = clock;
         this.heartbeatIntervalNs = heartbeatIntervalNs;
         this.peerTimeoutNs = peerTimeoutNs;
-        this.forceBytes = forceBytes;
         this.forceIntervalNs = forceIntervalNs;
         this.eagerForce = group.config().mode == GroupMode.SYNC;
         this.log = group.log();
+        // The source gives back its log's space only once this side says its records are durable: a force at least
+        // every quarter of the log (both sides' logs have one size), or a fast stream fills it between two forces.
+        this.forceBytes = Math.min(forceBytes, Math.max(1, log.capacity() / 4));
         this.appendedLsn = log.tailLsn();
         this.ackedLsn = appendedLsn;
         this.durableLsn = appendedLsn;
@@ -145,6 +152,27 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     public void askForResends()
     {
         askForResends = true;
+    }
+
+    /**
+     * The source marks the records its clients' FLUSHes may soon wait for (it offered "flush_hints" in its OPEN): a
+     * sync partner forces after every batch only while such records come, and otherwise when asked, at
+     * flush.interval, or every quarter of its log. Without a FLUSH to wait for it, a force after every batch is a
+     * device flush for nothing, and on a disk shared with the source volume (or with this side's own volume) each
+     * one holds up the writes queued behind it. Conductor thread, before the receiver starts.
+     */
+    public void followFlushHints()
+    {
+        followsFlushHints = true;
+    }
+
+    /**
+     * @return whether this partner forces after every batch it acknowledges (a sync group's, while its source's
+     *     clients flush).
+     */
+    private boolean forcesEveryBatch()
+    {
+        return eagerForce && (clientsFlushing || !followsFlushHints);
     }
 
     public SessionStatus status()
@@ -457,17 +485,18 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         }
         appendedLsn = receiveHeader.sequence();
         nacksOfRecord = 0;
+        clientsFlushing = (receiveHeader.aux() & RecordFlags.FLUSHING) != 0;
         if (unforcedBytes == 0)
         {
             firstUnforcedNs = clock.nanoTime();
         }
         unforcedBytes += receiveHeader.payloadLength();
         recordsReceived++;
-        if (!eagerForce)
+        if (!forcesEveryBatch())
         {
             // Forced only every flush.interval: stream the records to the disk meanwhile, or each force writes an
             // interval's worth at once and the apply writes (and, on a shared disk, everyone's) queue behind it.
-            // A sync partner forces after every batch and has nothing to gain.
+            // A partner that forces after every batch has nothing to gain.
             log.writeBehind();
         }
         return true;
@@ -510,9 +539,10 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             send(FrameType.NACK, nackedLsn, nowNs);
             return 1;
         }
+        final boolean everyBatch = forcesEveryBatch();
         if (appendedLsn > ackedLsn)
         {
-            if (eagerForce)
+            if (everyBatch)
             {
                 // A sync partner forces right after this ACK: its records' pages start for the disk first, so that
                 // their write overlaps the ACK's send (on a loopback or veth link, the send runs the receiving
@@ -521,7 +551,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             }
             ackedLsn = appendedLsn;
             send(FrameType.ACK, ackedLsn, nowNs);
-            if (!eagerForce || !connection.flush())
+            if (!everyBatch || !connection.flush())
             {
                 return 1;
             }
@@ -534,11 +564,11 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             send(FrameType.DURABLE, durableLsn, nowNs);
             return 1;
         }
-        // A sync group's partner forces after every batch it acknowledged, without being asked: the force runs
-        // while the ACK travels and the source writes its own volume, so the two hosts' flushes overlap instead of
-        // one waiting for the other, and the source's FLUSH rarely needs a round trip (SourceGroup.flush). Under
-        // load the records that arrive during one force share the next (group commit).
-        final boolean forceNow = eagerForce || (flushWanted > requestedLsn && appendedLsn >= flushWanted) ||
+        // A sync group's partner forces after every batch it acknowledged while its source's clients flush, without
+        // being asked: the force runs while the ACK travels and the source writes its own volume, so the two hosts'
+        // flushes overlap instead of one waiting for the other, and the source's FLUSH rarely needs a round trip
+        // (SourceGroup.flush). Under load the records that arrive during one force share the next (group commit).
+        final boolean forceNow = everyBatch || (flushWanted > requestedLsn && appendedLsn >= flushWanted) ||
             unforcedBytes >= forceBytes || (unforcedBytes > 0 && nowNs - firstUnforcedNs >= forceIntervalNs);
         if (forceNow && appendedLsn > requestedLsn)
         {

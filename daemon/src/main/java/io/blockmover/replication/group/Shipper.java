@@ -16,6 +16,7 @@ import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.ratelimit.TokenBucket;
+import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
@@ -504,6 +505,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         // Every frame of this duty cycle goes out in one write where the transport can (TCP): at queue depth 16,
         // a write per 4 KiB record cost a system call and a trip through both hosts' network stacks each.
         connection.cork();
+        final int flushing = group.clientsFlushing() ? RecordFlags.FLUSHING : 0;
         while (connection.flush())
         {
             final long flushWanted = group.flushWantedLsn();
@@ -559,7 +561,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     .payloadCrc(sendCursor.payloadCrc())
                     .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
                         (restartPending || sendCursor.lsn() == restartLsn ? GroupReceiver.RECORD_RESTART : 0) |
-                        (group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN : 0))
+                        (group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN : 0) | flushing)
                     .seal();
                 restartPending = false;
                 connection.startSend(sendHeader, payload);

@@ -16,8 +16,14 @@ public final class RecordFlags
     public static final int VERIFY = 4;
     /** Wire only: the source had regions left to resync when it sent this record. */
     public static final int UNCLEAN = 8;
+    /**
+     * Wire only: the source's clients asked for a FLUSH (or wrote with FUA) shortly before this record was sent. A
+     * sync partner that is told of it forces its log after every batch, so that the next FLUSH finds the record
+     * durable; otherwise it forces when asked, or as an async partner does.
+     */
+    public static final int FLUSHING = 16;
     /** Wire-only bits, masked off before a received record is logged. */
-    public static final int WIRE_ONLY = RESTART | UNCLEAN;
+    public static final int WIRE_ONLY = RESTART | UNCLEAN | FLUSHING;
     /** Log only (source): the record's bytes reached the local volume. */
     public static final int WRITTEN = 1 << 16;
 

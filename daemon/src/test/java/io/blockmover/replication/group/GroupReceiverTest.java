@@ -22,6 +22,7 @@ import io.blockmover.io.Volume;
 import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.log.RecordLogDescriptor;
 import io.blockmover.transport.NullFrameConnection;
@@ -164,6 +165,75 @@ class GroupReceiverTest
     }
 
     /**
+     * A source that marks the records its clients' FLUSHes may soon wait for (it offered "flush_hints") gets a sync
+     * partner that forces after every batch only while such records come. Meanwhile records stream to the disk and
+     * are forced when a FLUSH asks, at flush.interval, or every quarter of the log. Forcing after every batch with no
+     * FLUSH to wait for held a sync group at queue depth 16 at 0.49-0.51 of an unreplicated export on a shared
+     * disk, against 0.61-0.65 without.
+     */
+    @Test
+    void shouldForceAfterEveryBatchOnlyWhileTheSourcesClientsFlush()
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
+        receiver.followFlushHints();
+
+        connection.record(1, 0, 4096, 0);
+        receiver.doWork();
+        receiver.doWork();
+        assertEquals(List.of("ACK 1"), connection.sent, "no FLUSH in sight: acknowledged, not forced");
+
+        connection.frame(new FrameHeader().reset(FrameType.FLUSH).sessionId(SESSION).sequence(1).seal());
+        receiver.doWork();
+        assertEquals(List.of("ACK 1", "DURABLE 1"), connection.sent, "forced when a FLUSH asks");
+        receiver.doWork(); // Nothing came during that force: the next small batch is forced inline.
+
+        connection.record(2, 4096, 4096, RecordFlags.FLUSHING);
+        receiver.doWork();
+        assertEquals(List.of("ACK 1", "DURABLE 1", "ACK 2", "DURABLE 2"), connection.sent,
+            "clients flush: forced after the batch, unasked");
+
+        connection.record(3, 8192, 4096, 0);
+        receiver.doWork();
+        receiver.doWork();
+        assertEquals("ACK 3", connection.sent.get(connection.sent.size() - 1), "they stopped: not forced");
+        nowNs[0] += 1_000_000L;
+        receiver.doWork();
+        forcer.doWork(); // Record 3 came straight after a force: the forcer's.
+        receiver.doWork();
+        assertEquals("DURABLE 3", connection.sent.get(connection.sent.size() - 1), "forced at flush.interval");
+    }
+
+    /**
+     * Forced at least every quarter of the log, whatever flush.bytes says: the source gives its log's space back
+     * only on DURABLE, and a fast stream would otherwise fill it between two forces at flush.interval (both sides'
+     * logs have one size), and the source would fall back to tracking regions.
+     */
+    @Test
+    void shouldForceAtLeastEveryQuarterOfTheLog()
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, 1L << 40, Long.MAX_VALUE / 2, counter(), counter(), forcer);
+        receiver.followFlushHints();
+
+        for (int lsn = 1; lsn <= 3; lsn++)
+        {
+            connection.record(lsn, (lsn - 1L) * MIB, MIB, 0);
+            receiver.doWork();
+            receiver.doWork();
+        }
+        assertEquals(List.of("ACK 1", "ACK 2", "ACK 3"), connection.sent, "3 MiB of a 16 MiB log: not forced");
+        connection.record(4, 3L * MIB, MIB, 0);
+        receiver.doWork();
+        receiver.doWork();
+        forcer.doWork();
+        receiver.doWork();
+        assertEquals(List.of("ACK 1", "ACK 2", "ACK 3", "ACK 4", "DURABLE 4"), connection.sent, "a quarter: forced");
+    }
+
+    /**
      * The source says how far ahead it is (PROGRESS, about once a heartbeat interval); the destination keeps the
      * last report, aging, for group status and for what a failover would lose once the source is gone.
      */
@@ -230,6 +300,11 @@ class GroupReceiverTest
 
         void record(final long lsn, final long offset, final int length)
         {
+            record(lsn, offset, length, 0);
+        }
+
+        void record(final long lsn, final long offset, final int length, final int flags)
+        {
             final ByteBuffer payload = ByteBuffer.allocateDirect(length);
             for (int i = 0; i < length; i++)
             {
@@ -238,7 +313,7 @@ class GroupReceiverTest
             final CRC32C crc = new CRC32C();
             crc.update(payload.duplicate());
             headers.add(new FrameHeader().reset(FrameType.RECORD).sessionId(SESSION).volumeId(0).sequence(lsn)
-                .offset(offset).payloadLength(length).payloadCrc((int)crc.getValue()).seal());
+                .offset(offset).payloadLength(length).payloadCrc((int)crc.getValue()).aux(flags).seal());
             payloads.add(payload);
         }
 

@@ -777,6 +777,75 @@ class SourceGroupTest
     }
 
     /**
+     * A sync partner forces after every batch only while the source's clients flush: the records sent within
+     * {@link SourceGroup#FLUSHING_WINDOW_NS} of a FLUSH say so (RecordFlags.FLUSHING), and so does a FUA write's own
+     * record, which goes out before its flush; the others do not. The window is real time: an attempt slower than
+     * it (a loaded machine) proves nothing about the mark and is tried again.
+     */
+    @Test
+    void shouldTellThePartnerWhichRecordsItsClientsFlushesMaySoonWaitFor() throws Exception
+    {
+        // Async: no partner to wait for here. The marks are the same, and only a sync partner acts on them.
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NackingPartner partner = new NackingPartner();
+        final Shipper shipper = new Shipper(group, partner, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE,
+            Long.MAX_VALUE);
+        shipper.onStart();
+        final NbdExport export = group.export(0);
+        final int[] seed = {0};
+        final ThrowingRunnable write = () -> export.write(4096L * (seed[0] % 64), pattern(++seed[0], 4096), 4096,
+            false);
+
+        assertFalse(markedRecordShipped(shipper, partner, write), "no FLUSH yet");
+        assertTrue(markedWithinTheWindow(shipper, partner, () ->
+        {
+            export.flush();
+            write.run();
+        }), "a write just after a FLUSH");
+        awaitTrue("the FLUSH's window to pass", () -> !group.clientsFlushing());
+        assertFalse(markedRecordShipped(shipper, partner, write), "long after the FLUSH");
+        assertTrue(markedWithinTheWindow(shipper, partner, () -> export.write(0, pattern(99, 4096), 4096, true)),
+            "a FUA write's own record");
+        shipper.onClose();
+    }
+
+    private interface ThrowingRunnable
+    {
+        void run() throws IOException;
+    }
+
+    /**
+     * @return whether the one record that {@code writes} appends is shipped with the FLUSHING mark.
+     */
+    private static boolean markedRecordShipped(final Shipper shipper, final NackingPartner partner,
+        final ThrowingRunnable writes) throws IOException
+    {
+        final int before = partner.sent.size();
+        writes.run();
+        shipper.doWork();
+        assertEquals(before + 1, partner.sent.size(), "one record shipped");
+        return (partner.sent.get(before)[1] & io.blockmover.replication.log.RecordFlags.FLUSHING) != 0;
+    }
+
+    /**
+     * @return {@link #markedRecordShipped} of the first attempt that ships within the flushing window of its start.
+     */
+    private static boolean markedWithinTheWindow(final Shipper shipper, final NackingPartner partner,
+        final ThrowingRunnable writes) throws IOException
+    {
+        for (int attempt = 0; attempt < 100; attempt++)
+        {
+            final long startNs = System.nanoTime();
+            final boolean marked = markedRecordShipped(shipper, partner, writes);
+            if (System.nanoTime() - startNs < SourceGroup.FLUSHING_WINDOW_NS)
+            {
+                return marked;
+            }
+        }
+        throw new AssertionError("no attempt shipped within " + SourceGroup.FLUSHING_WINDOW_NS + " ns of its start");
+    }
+
+    /**
      * The partner as a shipper sees it: takes every frame, keeps each RECORD's LSN, aux flags, whether its payload
      * matched its CRC, and its bytes, and says NACK when told to.
      */
