@@ -1243,6 +1243,55 @@ class GroupIT
      * @param destinations its destination volume.
      * @param created      what 'group create --json' printed.
      */
+    /**
+     * A sync partner forces its log after every batch only while the source's clients flush: the source marks the
+     * records sent soon after a FLUSH, and says so when it connects. Writes with no FLUSH cost the partner a force
+     * at flush.interval, not one per record (it forced each of them before); writes each followed by a FLUSH are
+     * forced as they come, as before, so that each FLUSH finds its write durable there.
+     */
+    @Test
+    void shouldHaveASyncPartnerForceAfterEveryBatchOnlyWhileClientsFlush() throws Exception
+    {
+        final String name = "hints";
+        final ReplicatedGroup group = replicatedGroup(name, 0, "--mode", "sync", "--log-size", "32m");
+        final byte[] block = new byte[4096];
+        final int writes = 200;
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(group.created())[0]))
+        {
+            long forces = partnerLogForces(name);
+            for (int i = 0; i < writes; i++)
+            {
+                Arrays.fill(block, (byte)i);
+                assertEquals(0, client.write(i * 4096L, block), "write " + i);
+            }
+            final long unflushed = partnerLogForces(name) - forces;
+            assertTrue(unflushed < writes / 4, unflushed + " forces of the partner's log for " + writes +
+                " sync writes with no FLUSH: one per batch");
+
+            forces = partnerLogForces(name);
+            for (int i = 0; i < writes; i++)
+            {
+                Arrays.fill(block, (byte)(i + 1));
+                assertEquals(0, client.write(i * 4096L, block), "write " + i);
+                assertEquals(0, client.flush(), "FLUSH " + i);
+            }
+            final long flushed = partnerLogForces(name) - forces;
+            assertTrue(flushed >= writes / 2, flushed + " forces of the partner's log for " + writes +
+                " sync writes each followed by a FLUSH: not one per batch");
+        }
+        GroupChecks.delete(testbed, name);
+    }
+
+    /**
+     * @return how often site-b has forced the group's log (its log_force latency's count).
+     */
+    @SuppressWarnings("unchecked")
+    private static long partnerLogForces(final String name) throws IOException
+    {
+        final Map<String, Object> latency = (Map<String, Object>)testbed.group("site-b", name).get("latency");
+        return ((Number)((Map<String, Object>)latency.get("log_force")).get("count")).longValue();
+    }
+
     private record ReplicatedGroup(Path[] sources, Path[] destinations, Map<String, Object> created)
     {
     }
