@@ -140,7 +140,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         // default) only the interval released it, and a full log held the receiver, and with it a sync source's
         // writes, until then (a 16 MiB log passed 64-80 MiB/s in 200 ms bursts).
         this.configuredForceBytes = forceBytes;
-        this.forceBytes = forceBytesFor(log);
+        this.forceBytes = forceBytesFor(configuredForceBytes, log);
         this.forceIntervalNs = forceIntervalNs;
         this.cursor = log.newCursor();
         this.cursor.position(log.headPosition());
@@ -152,9 +152,15 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.durable = durable;
     }
 
-    private long forceBytesFor(final RecordLog log)
+    /**
+     * @param configured flush.bytes.
+     * @param log        the group's log.
+     * @return how many bytes may wait unforced, the volumes' (applier) or the log's (receiver): a quarter of the log
+     *     at most, whatever flush.bytes says, as the log's space is given back only after a force.
+     */
+    static long forceBytesFor(final long configured, final RecordLog log)
     {
-        return Math.min(configuredForceBytes, Math.max(1, log.capacity() / 4));
+        return Math.min(configured, Math.max(1, log.capacity() / 4));
     }
 
     /**
@@ -614,7 +620,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
 
     private void swapTo(final RecordLog next)
     {
-        forceBytes = forceBytesFor(next);
+        forceBytes = forceBytesFor(configuredForceBytes, next);
         cursor = next.newCursor();
         cursor.position(next.headPosition());
         applyingFrom = next.headPosition();

@@ -135,7 +135,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         this.log = group.log();
         // The source gives back its log's space only once this side says its records are durable: a force at least
         // every quarter of the log (both sides' logs have one size), or a fast stream fills it between two forces.
-        this.forceBytes = Math.min(forceBytes, Math.max(1, log.capacity() / 4));
+        this.forceBytes = DestinationGroup.forceBytesFor(forceBytes, log);
         this.appendedLsn = log.tailLsn();
         this.ackedLsn = appendedLsn;
         this.durableLsn = appendedLsn;
