@@ -288,6 +288,12 @@ final class GroupCommand implements Callable<Integer>
             {
                 System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
                     lsn.get("applied"), g.get("records_applied"));
+                if (g.get("log_force") != null)
+                {
+                    System.out.println("  log forced " + ("every_batch".equals(g.get("log_force")) ?
+                        "after every batch (the source's clients flush)" :
+                        "when a FLUSH asks, every flush.interval, or every quarter of the log"));
+                }
                 if (g.get("source_report") instanceof Map<?, ?> report)
                 {
                     System.out.println("  " + behindLine(String.valueOf(g.get("peer")), report));

@@ -1247,7 +1247,8 @@ class GroupIT
      * A sync partner forces its log after every batch only while the source's clients flush: the source marks the
      * records sent soon after a FLUSH, and says so when it connects. Writes with no FLUSH cost the partner a force
      * at flush.interval, not one per record (it forced each of them before); writes each followed by a FLUSH are
-     * forced as they come, as before, so that each FLUSH finds its write durable there.
+     * forced as they come, as before, so that each FLUSH finds its write durable there. The partner's status says
+     * which it does ({@code log_force}).
      */
     @Test
     void shouldHaveASyncPartnerForceAfterEveryBatchOnlyWhileClientsFlush() throws Exception
@@ -1267,6 +1268,8 @@ class GroupIT
             final long unflushed = partnerLogForces(name) - forces;
             assertTrue(unflushed < writes / 4, unflushed + " forces of the partner's log for " + writes +
                 " sync writes with no FLUSH: one per batch");
+            assertEquals("when_due", testbed.group("site-b", name).get("log_force"),
+                "site-b's status after sync writes with no FLUSH");
 
             forces = partnerLogForces(name);
             for (int i = 0; i < writes; i++)
@@ -1278,6 +1281,10 @@ class GroupIT
             final long flushed = partnerLogForces(name) - forces;
             assertTrue(flushed >= writes / 2, flushed + " forces of the partner's log for " + writes +
                 " sync writes each followed by a FLUSH: not one per batch");
+            // A FUA write's record is marked whatever the time since the last FLUSH, so the status is certain.
+            assertEquals(0, client.writeFua(0, block), "FUA write");
+            assertEquals("every_batch", testbed.group("site-b", name).get("log_force"),
+                "site-b's status after a FUA write");
         }
         GroupChecks.delete(testbed, name);
     }

@@ -108,6 +108,16 @@ final class NbdClient implements AutoCloseable
     }
 
     /**
+     * @return the NBD error of the reply to a WRITE with FUA (0: acknowledged, and durable with all before it).
+     */
+    int writeFua(final long offset, final byte[] data) throws IOException
+    {
+        request(NbdProtocol.CMD_WRITE, NbdProtocol.CMD_FLAG_FUA, offset, data.length);
+        writeFully(channel, ByteBuffer.wrap(data));
+        return reply();
+    }
+
+    /**
      * Sends a WRITE without waiting for its reply (pipelining); read the replies with {@link #anyReply()}.
      */
     void sendWrite(final long offset, final byte[] data) throws IOException
@@ -228,9 +238,14 @@ final class NbdClient implements AutoCloseable
 
     private void request(final int type, final long offset, final int length) throws IOException
     {
+        request(type, 0, offset, length);
+    }
+
+    private void request(final int type, final int flags, final long offset, final int length) throws IOException
+    {
         cookie++;
         header.clear();
-        header.putInt(NbdProtocol.REQUEST_MAGIC).putShort((short)0).putShort((short)type).putLong(cookie)
+        header.putInt(NbdProtocol.REQUEST_MAGIC).putShort((short)flags).putShort((short)type).putLong(cookie)
             .putLong(offset).putInt(length).flip();
         writeFully(channel, header);
     }

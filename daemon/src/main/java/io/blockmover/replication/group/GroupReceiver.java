@@ -67,7 +67,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     // The source marks the records its clients' FLUSHes may soon wait for (RecordFlags.FLUSHING); one that says so in
     // its OPEN marks every such record, and a sync partner then forces after every batch only while they come.
     private boolean followsFlushHints;
-    private boolean clientsFlushing = true;
+    // Written on the receiver's thread, and only when it changes: the conductor reads it for status.
+    private volatile boolean clientsFlushing = true;
     private final SessionStatus status = new SessionStatus();
     private final RecordLog log;
     private final LogForcer forcer;
@@ -173,6 +174,17 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private boolean forcesEveryBatch()
     {
         return eagerForce && (clientsFlushing || !followsFlushHints);
+    }
+
+    /**
+     * For status, from any thread: as of the last record received.
+     *
+     * @return whether this partner forces its log after every batch it acknowledges now; otherwise it forces when
+     *     a FLUSH asks, at flush.interval, or every quarter of its log.
+     */
+    public boolean forcesAfterEveryBatch()
+    {
+        return forcesEveryBatch();
     }
 
     public SessionStatus status()
@@ -485,7 +497,11 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         }
         appendedLsn = receiveHeader.sequence();
         nacksOfRecord = 0;
-        clientsFlushing = (receiveHeader.aux() & RecordFlags.FLUSHING) != 0;
+        final boolean flushing = (receiveHeader.aux() & RecordFlags.FLUSHING) != 0;
+        if (flushing != clientsFlushing)
+        {
+            clientsFlushing = flushing;
+        }
         if (unforcedBytes == 0)
         {
             firstUnforcedNs = clock.nanoTime();
