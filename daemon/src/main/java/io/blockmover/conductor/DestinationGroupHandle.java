@@ -849,7 +849,7 @@ final class DestinationGroupHandle
             if (receiver != null)
             {
                 s.put("records_received", receiver.recordsReceived());
-                s.put("log_force", receiver.forcesAfterEveryBatch() ? "every_batch" : "when_due");
+                s.put("log_force", receiver.forcesEveryBatch() ? "every_batch" : "when_due");
                 s.put("bytes_received", receiver.connection().bytesReceived());
                 s.put("bytes_sent", receiver.connection().bytesSent());
             }

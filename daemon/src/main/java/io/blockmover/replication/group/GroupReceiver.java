@@ -168,23 +168,15 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     }
 
     /**
-     * @return whether this partner forces after every batch it acknowledges (a sync group's, while its source's
-     *     clients flush).
+     * Any thread (status reads it): as of the last record received.
+     *
+     * @return whether this partner forces its log after every batch it acknowledges (a sync group's, while its
+     *     source's clients flush); otherwise it forces when a FLUSH asks, at flush.interval, or every quarter of
+     *     its log.
      */
-    private boolean forcesEveryBatch()
+    public boolean forcesEveryBatch()
     {
         return eagerForce && (clientsFlushing || !followsFlushHints);
-    }
-
-    /**
-     * For status, from any thread: as of the last record received.
-     *
-     * @return whether this partner forces its log after every batch it acknowledges now; otherwise it forces when
-     *     a FLUSH asks, at flush.interval, or every quarter of its log.
-     */
-    public boolean forcesAfterEveryBatch()
-    {
-        return forcesEveryBatch();
     }
 
     public SessionStatus status()
