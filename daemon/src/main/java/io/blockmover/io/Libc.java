@@ -16,6 +16,8 @@ public final class Libc
     public static final int O_RDWR = 2;
     public static final int O_EXCL = 0x80;
     public static final int O_CLOEXEC = 0x80000;
+    /** O_DIRECT differs between architectures: 040000 on x86-64, 0200000 on arm64. */
+    public static final int O_DIRECT = "aarch64".equals(System.getProperty("os.arch")) ? 0x10000 : 0x4000;
 
     public static final int EBUSY = 16;
     public static final int ENOENT = 2;

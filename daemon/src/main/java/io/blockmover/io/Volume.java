@@ -62,6 +62,11 @@ public final class Volume implements AutoCloseable
      * for a writable file a plain read-only one; page-cache advice goes through it. -1 for a read-only file.
      */
     private final int fd;
+    /**
+     * An O_DIRECT descriptor for Linux AIO ({@link LinuxAio}), which takes a descriptor, not a channel; the JDK
+     * does not reveal its channels' own.
+     */
+    private final int directFd;
     private final Object fileKey;
     /** Set by {@link #writeBuffered}, cleared by the {@link #force()} that makes those writes durable. */
     private volatile boolean bufferedSinceForce;
@@ -76,6 +81,7 @@ public final class Volume implements AutoCloseable
         final FileChannel buffered,
         final FileLock lock,
         final int fd,
+        final int directFd,
         final Object fileKey)
     {
         this.path = path;
@@ -87,6 +93,7 @@ public final class Volume implements AutoCloseable
         this.buffered = buffered;
         this.lock = lock;
         this.fd = fd;
+        this.directFd = directFd;
         this.fileKey = fileKey;
     }
 
@@ -125,6 +132,7 @@ public final class Volume implements AutoCloseable
         }
 
         int fd = -1;
+        int directFd = -1;
         Object fileKey = null;
         FileChannel direct = null;
         FileChannel buffered = null;
@@ -177,19 +185,21 @@ public final class Volume implements AutoCloseable
             {
                 fd = openForAdvice(path);
             }
+            // Without O_EXCL: a block device's claim is fd's, and a second exclusive open would be refused.
+            directFd = openDescriptor(path, (writable ? Libc.O_RDWR : Libc.O_RDONLY) | Libc.O_DIRECT | Libc.O_CLOEXEC);
 
             return new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered, lock, fd,
-                fileKey);
+                directFd, fileKey);
         }
         catch (final AccessDeniedException ex)
         {
-            closeQuietly(direct, buffered, lock, fd, fileKey);
+            closeQuietly(direct, buffered, lock, fd, directFd, fileKey);
             throw new BlockmoverException(ErrorCode.PERMISSION_DENIED, "permission denied opening " + path +
                 (writable ? " for writing" : "") + ": run blockmoverd as a user that may, or fix the owner/mode");
         }
         catch (final IOException ex)
         {
-            closeQuietly(direct, buffered, lock, fd, fileKey);
+            closeQuietly(direct, buffered, lock, fd, directFd, fileKey);
             if (ex.getMessage() != null && ex.getMessage().contains("Invalid argument"))
             {
                 throw new BlockmoverException(ErrorCode.NOT_A_VOLUME,
@@ -200,7 +210,7 @@ public final class Volume implements AutoCloseable
         }
         catch (final RuntimeException ex)
         {
-            closeQuietly(direct, buffered, lock, fd, fileKey);
+            closeQuietly(direct, buffered, lock, fd, directFd, fileKey);
             throw ex;
         }
     }
@@ -230,9 +240,14 @@ public final class Volume implements AutoCloseable
 
     private static int openForAdvice(final Path path)
     {
+        return openDescriptor(path, Libc.O_RDONLY | Libc.O_CLOEXEC);
+    }
+
+    private static int openDescriptor(final Path path, final int flags)
+    {
         try
         {
-            return Libc.open(path.toString(), Libc.O_RDONLY | Libc.O_CLOEXEC);
+            return Libc.open(path.toString(), flags);
         }
         catch (final LastErrorException ex)
         {
@@ -262,7 +277,7 @@ public final class Volume implements AutoCloseable
     }
 
     private static void closeQuietly(
-        final FileChannel direct, final FileChannel buffered, final FileLock lock, final int fd,
+        final FileChannel direct, final FileChannel buffered, final FileLock lock, final int fd, final int directFd,
         final Object fileKey)
     {
         try
@@ -287,6 +302,10 @@ public final class Volume implements AutoCloseable
         if (fd >= 0)
         {
             Libc.close(fd);
+        }
+        if (directFd >= 0)
+        {
+            Libc.close(directFd);
         }
         if (fileKey != null)
         {
@@ -317,6 +336,16 @@ public final class Volume implements AutoCloseable
     public boolean isWritable()
     {
         return writable;
+    }
+
+    /**
+     * @return an O_DIRECT descriptor of the volume for {@link LinuxAio}, open read-write when the volume is
+     *     writable. Valid until {@link #close()}: the caller must have nothing in flight on it by then, as the
+     *     number may be reused for another file afterwards.
+     */
+    public int directFd()
+    {
+        return directFd;
     }
 
     /**
@@ -491,7 +520,7 @@ public final class Volume implements AutoCloseable
         }
         finally
         {
-            closeQuietly(direct, buffered, lock, fd, fileKey);
+            closeQuietly(direct, buffered, lock, fd, directFd, fileKey);
         }
     }
 

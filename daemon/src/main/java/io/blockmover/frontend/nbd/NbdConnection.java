@@ -18,6 +18,7 @@ import org.agrona.BufferUtil;
 import org.agrona.concurrent.ManyToOneConcurrentArrayQueue;
 
 import io.blockmover.buffer.Slab;
+import io.blockmover.io.LinuxAio;
 
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_DISC;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLAG_FUA;
@@ -49,6 +50,15 @@ import static io.blockmover.frontend.nbd.NbdProtocol.NBD_EPERM;
  * back-pressure. Slots are as many as workers, each with a buffer of maxPayload bytes, allocated when
  * transmission starts and freed when the connection ends.
  * <p>
+ * Where the export offers an O_DIRECT descriptor ({@link NbdExport#directFd()}), READs and WRITEs skip the workers:
+ * the reader queues them as Linux AIO operations and submits them together before it would next wait (for the
+ * socket or for a free slot), and the connection's reaper thread collects their completions, many per system call,
+ * and queues their replies. On a virtual machine every submission that reaches the disk rings its doorbell, a trap
+ * to the hypervisor, and every worker blocked in its own pwrite is a wake-up: batched, one of each serves a whole
+ * socket read's worth of requests. FLUSH, TRIM and WRITE_ZEROES still go to the workers; NBD orders nothing
+ * between requests in flight, and a FLUSH covers only writes already answered, which the reaper answers only once
+ * the kernel says they are done.
+ * <p>
  * A worker's WRITE may be deferred by the export ({@link NbdExport#writeDeferrable}): a sync group's write then
  * waits for the partner's ACK in the group, not on the worker, which takes its next request. The thread that
  * completes it queues its reply and wakes the connection's replier, which writes the queued replies as above. One
@@ -74,6 +84,8 @@ final class NbdConnection implements Runnable
      * larger ones go straight into their slot.
      */
     static final int INBOUND_CAPACITY = 64 * 1024;
+    /** How long the reaper waits in one io_getevents: only a bound, as completions end the wait. */
+    static final long REAP_TIMEOUT_NS = 1_000_000_000L;
 
     private static final int TRANSMISSION_FLAGS_WRITABLE = NbdProtocol.FLAG_HAS_FLAGS | NbdProtocol.FLAG_SEND_FLUSH |
         NbdProtocol.FLAG_SEND_FUA | NbdProtocol.FLAG_SEND_TRIM | NbdProtocol.FLAG_SEND_WRITE_ZEROES |
@@ -120,6 +132,18 @@ final class NbdConnection implements Runnable
     private volatile boolean workersDone;
     private volatile RequestRing free;
     private RequestRing work;
+    /** Every slot by its number: the reaper finds a completed operation's request here. */
+    private NbdRequest[] slots;
+    /** Linux AIO for the export's direct descriptor, or null when requests go to the workers only. */
+    private LinuxAio aio;
+    private int directFd = -1;
+    private Thread reaper;
+    /** AIO operations queued by the reader and not yet reaped; the reaper sleeps while there are none. */
+    private final AtomicInteger aioOutstanding = new AtomicInteger();
+    /** The reader queues no more AIO operations: the reaper ends once the last one is reaped. */
+    private volatile boolean readerDone;
+    /** Told of operations the kernel refused at submission; a field, so that submitting allocates nothing. */
+    private final LinuxAio.Refused aioRefused = this::aioRefused;
 
     NbdConnection(final NbdServer server, final long id, final SocketChannel channel, final String peer)
     {
@@ -222,6 +246,13 @@ final class NbdConnection implements Runnable
     private void shutdown()
     {
         boolean joined = true;
+        if (aio != null)
+        {
+            // Received whole, so executed as a worker would have: answered if the client is still there.
+            submitDirect();
+            readerDone = true;
+            LockSupport.unpark(reaper);
+        }
         if (work != null)
         {
             // Workers finish what was queued (a DISC waits for in-flight requests), then find the ring empty.
@@ -230,6 +261,13 @@ final class NbdConnection implements Runnable
             {
                 joined &= joinUninterruptedly(workers[i]);
             }
+            // Before the replier's last look: the reaper's replies are queued by the time it ends.
+            final boolean reaped = joinUninterruptedly(reaper);
+            if (reaped && aio != null)
+            {
+                aio.close();
+            }
+            joined &= reaped;
             // Deferred writes are answered (or, once closed, just released) as their group completes them: the
             // group completes every one, when the partner acknowledges it, goes away, or the group closes.
             workersDone = true;
@@ -502,10 +540,12 @@ final class NbdConnection implements Runnable
         final ByteBuffer aligned = memory.alignedSlice(Slab.ALIGNMENT);
         free = new RequestRing(slots);
         work = new RequestRing(slots);
+        this.slots = new NbdRequest[slots];
         for (int i = 0; i < slots; i++)
         {
-            free.put(new NbdRequest(this, aligned.duplicate().position(i * maxPayload).limit((i + 1) * maxPayload)
-                .slice()));
+            this.slots[i] = new NbdRequest(this, i, aligned.duplicate().position(i * maxPayload)
+                .limit((i + 1) * maxPayload).slice());
+            free.put(this.slots[i]);
         }
         if (closed)
         {
@@ -517,6 +557,7 @@ final class NbdConnection implements Runnable
         replier = new Thread(this::replyDeferred, name + "-replier");
         replier.setDaemon(true);
         replier.start();
+        startAio(slots);
         workers = new Thread[slots];
         for (int i = 0; i < slots; i++)
         {
@@ -549,7 +590,12 @@ final class NbdConnection implements Runnable
             {
                 return;
             }
-            final NbdRequest request = free.take();
+            NbdRequest request = free.poll();
+            if (request == null)
+            {
+                submitDirect(); // Every slot may be queued for AIO: what frees one must be on its way first.
+                request = free.take();
+            }
             if (request == null)
             {
                 return;
@@ -576,9 +622,140 @@ final class NbdConnection implements Runnable
                 execute(request, false);
                 reply(request);
             }
+            else if (submitsDirectly(request))
+            {
+                queueDirect(request);
+            }
             else
             {
                 dispatch(request);
+            }
+        }
+    }
+
+    /**
+     * Makes AIO ready for an export with a direct descriptor; without one, or when the kernel refuses a context,
+     * the workers do everything.
+     */
+    private void startAio(final int slotCount)
+    {
+        final int fd = export.directFd();
+        if (fd < 0 || !LinuxAio.isAvailable())
+        {
+            return;
+        }
+        try
+        {
+            aio = new LinuxAio(slotCount);
+        }
+        catch (final IOException ex)
+        {
+            server.logger().log(System.Logger.Level.WARNING, "{0}: requests go through worker threads: {1}", name,
+                ex.getMessage());
+            return;
+        }
+        directFd = fd;
+        reaper = new Thread(this::reap, name + "-reaper");
+        reaper.setDaemon(true);
+        reaper.start();
+    }
+
+    private boolean submitsDirectly(final NbdRequest request)
+    {
+        return aio != null && request.error == 0 && (request.type == CMD_READ || request.type == CMD_WRITE) &&
+            (request.length & (Slab.ALIGNMENT - 1)) == 0;
+    }
+
+    /**
+     * Queues a READ or WRITE for the next {@link #submitDirect()}. A FUA write is a write that is durable when it
+     * completes (RWF_DSYNC), which on this descriptor is what FUA asks.
+     */
+    private void queueDirect(final NbdRequest request)
+    {
+        queued.incrementAndGet();
+        if (aioOutstanding.getAndIncrement() == 0)
+        {
+            LockSupport.unpark(reaper); // It sleeps while nothing is outstanding; there is something now.
+        }
+        aio.prepare(request.slot, request.type == CMD_WRITE, directFd, request.buffer, (int)request.length,
+            request.offset, (request.flags & CMD_FLAG_FUA) != 0);
+        aio.queue(request.slot);
+    }
+
+    /**
+     * Hands the queued AIO operations to the kernel, all in one system call. The reader calls it before anything
+     * that may wait: a socket read, or a wait for a free slot.
+     */
+    private void submitDirect()
+    {
+        if (aio != null && aio.queued() > 0)
+        {
+            server.directSubmission(aio.queued());
+            aio.submit(aioRefused);
+        }
+    }
+
+    private void aioRefused(final int slot, final int errno)
+    {
+        final NbdRequest request = slots[slot];
+        aioFailed(request, errno, "refused at submission");
+        queued.decrementAndGet();
+        reply(request);
+        aioOutstanding.decrementAndGet();
+    }
+
+    private void aioFailed(final NbdRequest request, final int errno, final String when)
+    {
+        request.error = errno == NBD_ENOSPC ? NBD_ENOSPC : NBD_EIO; // ENOSPC has the same number in both.
+        server.error();
+        ioFailed(request, new IOException("errno " + errno + " (" + when + ")"));
+    }
+
+    /**
+     * The reaper: collects completed AIO operations, as many per system call as have completed, and queues their
+     * replies; sleeps while none is outstanding; ends once the reader has stopped and the last one is reaped.
+     */
+    private void reap()
+    {
+        while (true)
+        {
+            if (aioOutstanding.get() == 0)
+            {
+                if (readerDone)
+                {
+                    return;
+                }
+                LockSupport.park(this);
+                continue;
+            }
+            final int n = aio.reap(1, REAP_TIMEOUT_NS);
+            for (int i = 0; i < n; i++)
+            {
+                final NbdRequest request = slots[aio.completedSlot(i)];
+                final long result = aio.result(i);
+                if (result == request.length)
+                {
+                    if (request.type == CMD_READ)
+                    {
+                        server.bytesRead(result);
+                    }
+                    else
+                    {
+                        server.bytesWritten(result);
+                    }
+                }
+                else
+                {
+                    aioFailed(request, result < 0 ? (int)-result : NBD_EIO, result < 0 ? "completed" :
+                        "completed short, " + result + " of " + request.length + " bytes");
+                }
+                queued.decrementAndGet(); // Before the reply, as in work().
+                queueReply(request);
+            }
+            if (n > 0)
+            {
+                aioOutstanding.addAndGet(-n);
+                drainReplies();
             }
         }
     }
@@ -715,6 +892,7 @@ final class NbdConnection implements Runnable
      */
     private boolean fill(final int needed) throws IOException
     {
+        submitDirect();
         final boolean between = !inbound.hasRemaining();
         inbound.compact();
         try
@@ -822,6 +1000,15 @@ final class NbdConnection implements Runnable
      */
     private void reply(final NbdRequest request)
     {
+        queueReply(request);
+        drainReplies();
+    }
+
+    /**
+     * Queues a request's reply for whoever next writes replies; the caller then calls {@link #drainReplies()}.
+     */
+    private void queueReply(final NbdRequest request)
+    {
         fillReplyHeader(request);
         request.withData = request.type == CMD_READ && request.error == 0;
         if (request.withData)
@@ -829,7 +1016,6 @@ final class NbdConnection implements Runnable
             request.buffer.limit((int)request.length).position(0);
         }
         replies.offer(request); // Never full: it has room for every slot.
-        drainReplies();
     }
 
     /**
@@ -1045,6 +1231,7 @@ final class NbdConnection implements Runnable
 
     private void readFully(final ByteBuffer buffer) throws IOException
     {
+        submitDirect();
         while (buffer.hasRemaining())
         {
             if (channel.read(buffer) < 0)

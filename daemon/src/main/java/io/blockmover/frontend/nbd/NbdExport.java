@@ -73,6 +73,20 @@ public interface NbdExport
     }
 
     /**
+     * For a front end that submits volume I/O itself, many requests per system call (Linux AIO): an O_DIRECT
+     * descriptor that READs, and WRITEs with or without FUA (as a write that is durable when it completes), may go
+     * straight to instead of through {@link #read} and {@link #write}. It must stay valid while any connection
+     * serves the export.
+     *
+     * @return the descriptor, or -1 when every request must go through this interface (a replicated volume, whose
+     *     writes are logged first).
+     */
+    default int directFd()
+    {
+        return -1;
+    }
+
+    /**
      * Makes every write acknowledged so far, on any connection, durable.
      *
      * @throws IOException on failure.

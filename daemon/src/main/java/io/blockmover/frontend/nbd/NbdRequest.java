@@ -17,6 +17,8 @@ final class NbdRequest implements WriteCompletion
     final ByteBuffer buffer;
     /** The 16-byte simple reply. */
     final ByteBuffer replyHeader;
+    /** This slot's number in its connection, 0 to slots-1: its Linux AIO slot too. */
+    final int slot;
 
     int type;
     int flags;
@@ -30,9 +32,10 @@ final class NbdRequest implements WriteCompletion
     /** The export deferred this WRITE: its reply ends a deferral (see NbdConnection). */
     boolean deferred;
 
-    NbdRequest(final NbdConnection owner, final ByteBuffer buffer)
+    NbdRequest(final NbdConnection owner, final int slot, final ByteBuffer buffer)
     {
         this.owner = owner;
+        this.slot = slot;
         this.buffer = buffer;
         this.replyHeader = ByteBuffer.allocateDirect(NbdProtocol.SIMPLE_REPLY_LENGTH);
     }

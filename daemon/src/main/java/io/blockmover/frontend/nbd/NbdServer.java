@@ -68,6 +68,8 @@ public final class NbdServer implements AutoCloseable
     private final AtomicLong bytesRead = new AtomicLong();
     private final AtomicLong bytesWritten = new AtomicLong();
     private final AtomicLong errors = new AtomicLong();
+    private final AtomicLong directRequests = new AtomicLong();
+    private final AtomicLong directSubmissions = new AtomicLong();
     private final AtomicLong protocolErrors = new AtomicLong();
     private final AtomicLong timeouts = new AtomicLong();
 
@@ -373,6 +375,15 @@ public final class NbdServer implements AutoCloseable
         bytesWritten.addAndGet(bytes);
     }
 
+    /**
+     * @param count READs and WRITEs handed to the kernel in one io_submit.
+     */
+    void directSubmission(final int count)
+    {
+        directRequests.addAndGet(count);
+        directSubmissions.incrementAndGet();
+    }
+
     void error()
     {
         errors.incrementAndGet();
@@ -399,6 +410,22 @@ public final class NbdServer implements AutoCloseable
     public long bytesWritten()
     {
         return bytesWritten.get();
+    }
+
+    /**
+     * @return READs and WRITEs submitted through Linux AIO rather than run by a worker or the reader.
+     */
+    public long directRequests()
+    {
+        return directRequests.get();
+    }
+
+    /**
+     * @return io_submit calls that carried {@link #directRequests()}: their ratio is the batch the kernel saw.
+     */
+    public long directSubmissions()
+    {
+        return directSubmissions.get();
     }
 
     /**
@@ -477,8 +504,9 @@ public final class NbdServer implements AutoCloseable
                     ex, ex);
             }
         }
-        logger.log(System.Logger.Level.INFO, "NBD server stopped: {0} connections, {1} requests, {2} errors",
-            connectionsAccepted.get(), requests.get(), errors.get());
+        logger.log(System.Logger.Level.INFO, "NBD server stopped: {0} connections, {1} requests ({2} submitted " +
+            "to the kernel in {3} batches), {4} errors", connectionsAccepted.get(), requests.get(),
+            directRequests.get(), directSubmissions.get(), errors.get());
     }
 
     private static void join(final Thread thread) throws InterruptedException

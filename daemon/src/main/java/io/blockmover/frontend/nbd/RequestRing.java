@@ -50,6 +50,14 @@ final class RequestRing
                 return null;
             }
         }
+        return poll();
+    }
+
+    /**
+     * @return the oldest request, or null when there is none now; never waits.
+     */
+    synchronized NbdRequest poll()
+    {
         if (count == 0)
         {
             return null;

@@ -79,6 +79,13 @@ public final class VolumeExport implements NbdExport
     }
 
     @Override
+    public int directFd()
+    {
+        // The volume outlives every connection: a plain export's volume closes with the daemon, after the server.
+        return volume.directFd();
+    }
+
+    @Override
     public void flush() throws IOException
     {
         volume.force();

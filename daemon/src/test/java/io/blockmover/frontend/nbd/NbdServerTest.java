@@ -510,6 +510,122 @@ class NbdServerTest
     }
 
     /**
+     * A plain volume's pipelined READs and WRITEs go to the kernel through Linux AIO, submitted together, and come
+     * back with the right data; only a request that arrives alone, with nothing in flight, runs on the reader.
+     */
+    @Test
+    void shouldSubmitPipelinedReadsAndWritesToTheKernelTogether() throws IOException
+    {
+        start();
+        final int requests = 8;
+        final byte[] data = random(requests * BLOCK, 31);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            // One socket write for the whole burst, so that the server reads it in few reads.
+            final ByteBuffer burst = ByteBuffer.allocate(requests * (NbdProtocol.REQUEST_LENGTH + BLOCK));
+            for (int i = 0; i < requests; i++)
+            {
+                burst.putInt(NbdProtocol.REQUEST_MAGIC).putShort((short)0).putShort((short)CMD_WRITE).putLong(i)
+                    .putLong((long)i * BLOCK).putInt(BLOCK).put(data, i * BLOCK, BLOCK);
+            }
+            client.write(burst.flip());
+            for (int i = 0; i < requests; i++)
+            {
+                assertEquals(0, client.readReply(0).error());
+            }
+            for (int i = 0; i < requests; i++)
+            {
+                client.sendRequest(CMD_READ, 0, i, (long)i * BLOCK, BLOCK, null);
+            }
+            final byte[] back = new byte[requests * BLOCK];
+            for (int i = 0; i < requests; i++)
+            {
+                final RawNbdClient.Reply reply = client.readReply(BLOCK);
+                assertEquals(0, reply.error());
+                System.arraycopy(reply.data(), 0, back, (int)reply.cookie() * BLOCK, BLOCK);
+            }
+            assertArrayEquals(data, back);
+            assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+            assertArrayEquals(data, fileRange(0, data.length));
+        }
+        // At most the first of each burst may have found the reader idle and alone; the rest went to the kernel.
+        assertTrue(server.directRequests() >= 2L * requests - 2, server.directRequests() + " of " + 2 * requests +
+            " requests submitted through AIO");
+        assertTrue(server.directSubmissions() < server.directRequests(), server.directRequests() +
+            " requests in " + server.directSubmissions() + " submissions");
+        assertEquals(0, server.errors());
+    }
+
+    /**
+     * A write the kernel fails through AIO is answered with the error (ENOSPC as ENOSPC, so that qemu pauses the
+     * guest rather than failing its disk), counted, and the connection goes on serving.
+     */
+    @Test
+    void shouldAnswerPipelinedWritesThatRunOutOfSpaceWithEnospc() throws Exception
+    {
+        final io.blockmover.SmallTmpfs small = io.blockmover.SmallTmpfs.mount(dir.resolve("small"), "64k");
+        try
+        {
+            file = small.dir().resolve("thin.img");
+            try (java.io.RandomAccessFile thin = new java.io.RandomAccessFile(file.toFile(), "rw"))
+            {
+                thin.setLength(SIZE); // Sparse: every new block needs space the file system does not have.
+            }
+            volume = Volume.open(file, true);
+            exports.add(new VolumeExport("thin", volume, false));
+            socket = dir.resolve("nbd.sock");
+            server = new NbdServer(exports, socket, null, 4, MAX_PAYLOAD, NbdServer.DEFAULT_IO_TIMEOUT_NS,
+                System.getLogger("nbd-test"));
+            server.start();
+            final int requests = 32;
+            final byte[] block = random(BLOCK, 32);
+            int refused = 0;
+            int written = -1;
+            try (RawNbdClient client = new RawNbdClient(socket).connect("thin"))
+            {
+                for (int i = 0; i < requests; i++)
+                {
+                    client.sendRequest(CMD_WRITE, 0, i, (long)i * BLOCK, BLOCK, block);
+                }
+                for (int i = 0; i < requests; i++)
+                {
+                    final RawNbdClient.Reply reply = client.readReply(0);
+                    if (reply.error() == NBD_ENOSPC)
+                    {
+                        refused++;
+                    }
+                    else
+                    {
+                        assertEquals(0, reply.error(), "write " + reply.cookie());
+                        written = (int)reply.cookie();
+                    }
+                }
+                assertTrue(refused > 0, "a 64 KiB file system took " + requests + " 4 KiB writes");
+                assertTrue(written >= 0, "not one write fit in 64 KiB");
+                final RawNbdClient.Reply back = client.read((long)written * BLOCK, BLOCK);
+                assertEquals(0, back.error());
+                assertArrayEquals(block, back.data());
+            }
+            assertEquals(refused, server.errors());
+            assertTrue(server.directRequests() > 0, "no write went through AIO");
+        }
+        finally
+        {
+            if (server != null)
+            {
+                server.close();
+                server = null;
+            }
+            if (volume != null)
+            {
+                volume.close();
+                volume = null;
+            }
+            small.close();
+        }
+    }
+
+    /**
      * Replies are written by whichever thread holds the reply lock, for every thread that queued one meanwhile:
      * a reply queued as the holder lets go must still be written (the holder looks again after it lets go). Four
      * connections keep eight requests each in flight, WRITEs then READs of their own blocks, so replies race for
