@@ -273,6 +273,44 @@ public final class LinuxAio implements AutoCloseable
     }
 
     /**
+     * @param result   a completion's {@link #result(int)} that is not the length asked for.
+     * @param expected the length asked for.
+     * @return the failure as an exception whose message reads like the JDK's for the same errno, so that
+     *     {@link Volume#isOutOfSpace} and the logs treat both the same. Allocates: for the error path.
+     */
+    public static IOException failure(final long result, final long expected)
+    {
+        if (result >= 0)
+        {
+            return new IOException("short transfer: " + result + " of " + expected + " bytes");
+        }
+        final int errno = (int)-result;
+        final String text;
+        switch (errno)
+        {
+            case 5:
+                text = "Input/output error";
+                break;
+            case 9:
+                text = "Bad file descriptor";
+                break;
+            case 22:
+                text = "Invalid argument";
+                break;
+            case 28:
+                text = "No space left on device";
+                break;
+            case 122:
+                text = "Disk quota exceeded";
+                break;
+            default:
+                text = "I/O failed";
+                break;
+        }
+        return new IOException(text + " (errno " + errno + ")");
+    }
+
+    /**
      * Destroys the context; the kernel waits for anything still in flight first. Idempotent.
      */
     @Override

@@ -655,15 +655,31 @@ final class NbdConnection implements Runnable
             return;
         }
         directFd = fd;
+        for (final NbdRequest slot : slots)
+        {
+            slot.directWrite = export.newDirectWrite();
+        }
         reaper = new Thread(this::reap, name + "-reaper");
         reaper.setDaemon(true);
         reaper.start();
     }
 
+    /**
+     * @return whether the request goes to the kernel through AIO: on a plain volume READs and WRITEs; where the
+     *     export runs something around its writes (a replicated volume), WRITEs without FUA only, as a FUA write
+     *     ends in a device flush, which the reaper must not wait for.
+     */
     private boolean submitsDirectly(final NbdRequest request)
     {
-        return aio != null && request.error == 0 && (request.type == CMD_READ || request.type == CMD_WRITE) &&
-            (request.length & (Slab.ALIGNMENT - 1)) == 0;
+        if (aio == null || request.error != 0 || (request.length & (Slab.ALIGNMENT - 1)) != 0)
+        {
+            return false;
+        }
+        if (request.directWrite == null)
+        {
+            return request.type == CMD_READ || request.type == CMD_WRITE;
+        }
+        return request.type == CMD_WRITE && (request.flags & CMD_FLAG_FUA) == 0;
     }
 
     /**
@@ -672,6 +688,11 @@ final class NbdConnection implements Runnable
      */
     private void queueDirect(final NbdRequest request)
     {
+        final DirectWrite directWrite = request.type == CMD_WRITE ? request.directWrite : null;
+        if (directWrite != null && !beginDirect(request, directWrite))
+        {
+            return; // Refused: answered already.
+        }
         queued.incrementAndGet();
         if (aioOutstanding.getAndIncrement() == 0)
         {
@@ -680,6 +701,37 @@ final class NbdConnection implements Runnable
         aio.prepare(request.slot, request.type == CMD_WRITE, directFd, request.buffer, (int)request.length,
             request.offset, (request.flags & CMD_FLAG_FUA) != 0);
         aio.queue(request.slot);
+        if (directWrite != null && directWrite.drainWanted())
+        {
+            submitDirect();
+        }
+    }
+
+    /**
+     * Runs what the export does before a direct WRITE. Never waits with writes of this connection queued and not
+     * submitted: those may be the very writes it would wait for.
+     *
+     * @return false when the export refused the write; it is answered.
+     */
+    private boolean beginDirect(final NbdRequest request, final DirectWrite directWrite)
+    {
+        try
+        {
+            if (!directWrite.begin(request.offset, request.buffer, (int)request.length, false))
+            {
+                submitDirect();
+                directWrite.begin(request.offset, request.buffer, (int)request.length, true);
+            }
+            return true;
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            request.error = errorCode(ex);
+            server.error();
+            ioFailed(request, ex);
+            reply(request);
+            return false;
+        }
     }
 
     /**
@@ -697,18 +749,70 @@ final class NbdConnection implements Runnable
 
     private void aioRefused(final int slot, final int errno)
     {
-        final NbdRequest request = slots[slot];
-        aioFailed(request, errno, "refused at submission");
-        queued.decrementAndGet();
-        reply(request);
+        directDone(slots[slot], -errno);
+        drainReplies();
         aioOutstanding.decrementAndGet();
     }
 
-    private void aioFailed(final NbdRequest request, final int errno, final String when)
+    /**
+     * A direct READ or WRITE has ended: its reply is queued, unless the export deferred the write (its completion
+     * answers it then). Reaper, or the reader for an operation the kernel refused.
+     *
+     * @param result bytes transferred, or a negated errno.
+     */
+    private void directDone(final NbdRequest request, final long result)
     {
-        request.error = errno == NBD_ENOSPC ? NBD_ENOSPC : NBD_EIO; // ENOSPC has the same number in both.
-        server.error();
-        ioFailed(request, new IOException("errno " + errno + " (" + when + ")"));
+        final long length = request.length; // Read first: once deferred, the request may be answered and reused.
+        final DirectWrite directWrite = request.type == CMD_WRITE ? request.directWrite : null;
+        if (directWrite != null)
+        {
+            deferred.incrementAndGet();
+            request.deferred = true; // Set before: its completion may come before end returns.
+            boolean now = true;
+            try
+            {
+                now = directWrite.end(result, request);
+            }
+            catch (final IOException | RuntimeException ex)
+            {
+                request.error = errorCode(ex);
+                server.error();
+                ioFailed(request, ex);
+            }
+            finally
+            {
+                if (now)
+                {
+                    request.deferred = false; // Not deferred: still this thread's.
+                    deferred.decrementAndGet();
+                }
+            }
+            if (!now)
+            {
+                server.bytesWritten(length);
+                return;
+            }
+        }
+        else if (result != length)
+        {
+            final IOException failure = LinuxAio.failure(result, length);
+            request.error = errorCode(failure);
+            server.error();
+            ioFailed(request, failure);
+        }
+        if (request.error == 0)
+        {
+            if (request.type == CMD_READ)
+            {
+                server.bytesRead(length);
+            }
+            else
+            {
+                server.bytesWritten(length);
+            }
+        }
+        queued.decrementAndGet(); // Before the reply, as in work().
+        queueReply(request);
     }
 
     /**
@@ -731,26 +835,7 @@ final class NbdConnection implements Runnable
             final int n = aio.reap(1, REAP_TIMEOUT_NS);
             for (int i = 0; i < n; i++)
             {
-                final NbdRequest request = slots[aio.completedSlot(i)];
-                final long result = aio.result(i);
-                if (result == request.length)
-                {
-                    if (request.type == CMD_READ)
-                    {
-                        server.bytesRead(result);
-                    }
-                    else
-                    {
-                        server.bytesWritten(result);
-                    }
-                }
-                else
-                {
-                    aioFailed(request, result < 0 ? (int)-result : NBD_EIO, result < 0 ? "completed" :
-                        "completed short, " + result + " of " + request.length + " bytes");
-                }
-                queued.decrementAndGet(); // Before the reply, as in work().
-                queueReply(request);
+                directDone(slots[aio.completedSlot(i)], aio.result(i));
             }
             if (n > 0)
             {
@@ -1147,16 +1232,9 @@ final class NbdConnection implements Runnable
                         break;
                 }
             }
-            catch (final NbdErrorException ex)
-            {
-                request.error = ex.errorCode() == 0 ? NBD_EIO : ex.errorCode();
-                ioFailed(request, ex);
-            }
             catch (final IOException | RuntimeException ex)
             {
-                // Out of space is ENOSPC to the client, not EIO: qemu's default werror=enospc then pauses the guest
-                // until the admin adds space, where EIO would reach the guest's file system as a failed disk.
-                request.error = io.blockmover.io.Volume.isOutOfSpace(ex) ? NBD_ENOSPC : NBD_EIO;
+                request.error = errorCode(ex);
                 ioFailed(request, ex);
             }
         }
@@ -1165,6 +1243,22 @@ final class NbdConnection implements Runnable
             server.error();
         }
         return true;
+    }
+
+    /**
+     * @param ex why a request failed.
+     * @return the NBD error to reply with.
+     */
+    private static int errorCode(final Exception ex)
+    {
+        if (ex instanceof NbdErrorException)
+        {
+            final int code = ((NbdErrorException)ex).errorCode();
+            return code == 0 ? NBD_EIO : code;
+        }
+        // Out of space is ENOSPC to the client, not EIO: qemu's default werror=enospc then pauses the guest until
+        // the admin adds space, where EIO would reach the guest's file system as a failed disk.
+        return io.blockmover.io.Volume.isOutOfSpace(ex) ? NBD_ENOSPC : NBD_EIO;
     }
 
     private void ioFailed(final NbdRequest request, final Exception ex)

@@ -15,11 +15,13 @@ import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
 
 import io.blockmover.buffer.Slab;
+import io.blockmover.frontend.nbd.DirectWrite;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
 import io.blockmover.frontend.nbd.WriteCompletion;
 import io.blockmover.io.BlockDevices;
+import io.blockmover.io.LinuxAio;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.ActivityLog;
 import io.blockmover.replication.ConcurrentBitSet;
@@ -51,6 +53,8 @@ public final class SourceGroup implements AutoCloseable
     /** {@link #appendFencedRegion}: the region is dirty, its resend is pending. */
     public static final long REGION_DIRTY = -2;
     private static final long HIGHEST_LATENCY_NS = TimeUnit.SECONDS.toNanos(60);
+    /** A log resize waits this long at most, holding the append lock, for the writes in flight to end. */
+    private static final long DRAIN_ATTEMPT_NS = TimeUnit.MILLISECONDS.toNanos(50);
     /** Housekeeping reclaims log space at most this often while half the log or more is free. */
     static final long RECLAIM_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
     /** One zero range of the log: about 150 us here, for which appends to the log wait. */
@@ -101,7 +105,16 @@ public final class SourceGroup implements AutoCloseable
     // Guarded by appendLock.
     private long lastLsn;
     private int fencedVolume = -1;
-    private int waiters;
+    /**
+     * Writers waiting in the append lock for an overlapping write or a fence. Volatile: a write that ends reads it
+     * without the lock and takes the lock to wake them only when there are any (see volumeWriteDone).
+     */
+    private volatile int waiters;
+    /**
+     * A log resize waits for every write in flight to end ({@link #finishLogCopy}): a front end holding appended
+     * writes it has not submitted yet must submit them at once ({@link DirectVolumeWrite#drainWanted()}).
+     */
+    private volatile boolean drainWanted;
     private long fencedRegion = -1;
 
     private volatile long publishedLsn;
@@ -296,6 +309,32 @@ public final class SourceGroup implements AutoCloseable
     // ----------------------------------------------------------------------------------------------------------
 
     /**
+     * One client write from its append to its acknowledgement: what each step hands the next. A worker's write
+     * runs all steps on its thread ({@link #write}); a write the NBD front end submits to the volume itself
+     * ({@link DirectVolumeWrite}) appends on the connection's reader and finishes on its reaper. Reused: one per
+     * worker thread, one per connection slot.
+     */
+    private static final class WriteInProgress
+    {
+        int vol;
+        long offset;
+        int length;
+        boolean fua;
+        int recordFlags;
+        int firstRegion;
+        int lastRegion;
+        long startNs;
+        /** The record's LSN, or -1 when the log was full and the regions went to the bitmap instead. */
+        long lsn;
+        /** The record's place in {@link #appendedTo}, or -1. */
+        long position;
+        RecordLog appendedTo;
+    }
+
+    /** Each worker thread's write in progress: a thread runs one write at a time. */
+    private final ThreadLocal<WriteInProgress> workerWrites = ThreadLocal.withInitial(WriteInProgress::new);
+
+    /**
      * @param completion when not null, a sync write may leave its acknowledgement to it instead of waiting here.
      * @return true when the write may be acknowledged; false when {@code completion} will be called instead.
      */
@@ -305,7 +344,24 @@ public final class SourceGroup implements AutoCloseable
         enter();
         try
         {
-            return writeWhileOpen(vol, offset, src, length, fua, recordFlags, completion);
+            final WriteInProgress w = workerWrites.get();
+            w.vol = vol;
+            w.offset = offset;
+            w.length = length;
+            w.fua = fua;
+            w.recordFlags = recordFlags;
+            append(w, src, true);
+            Throwable failure = null;
+            try
+            {
+                volumes[vol].write(offset, src, length);
+            }
+            catch (final IOException | RuntimeException ex)
+            {
+                failure = ex;
+            }
+            volumeWriteDone(w, failure);
+            return acknowledge(w, completion);
         }
         finally
         {
@@ -333,9 +389,19 @@ public final class SourceGroup implements AutoCloseable
         clientOperations.decrementAndGet();
     }
 
-    private boolean writeWhileOpen(final int vol, final long offset, final ByteBuffer src, final int length,
-        final boolean fua, final int recordFlags, final WriteCompletion completion) throws IOException
+    /**
+     * The first step of a write, before its volume write: its regions hot, its record in the log (or its regions in
+     * the bitmap when the log is full), its regions counted in flight.
+     *
+     * @param mayWait whether it may wait for an overlapping write in flight or a resync fence; when not, it returns
+     *                false instead, having changed nothing that matters (its regions may be hot: harmless).
+     * @return true once appended.
+     */
+    private boolean append(final WriteInProgress w, final ByteBuffer src, final boolean mayWait) throws IOException
     {
+        final int vol = w.vol;
+        final long offset = w.offset;
+        final int length = w.length;
         final long startNs = System.nanoTime();
         final int regionLength = config.regionLength;
         final int firstRegion = (int)(offset / regionLength);
@@ -347,7 +413,7 @@ public final class SourceGroup implements AutoCloseable
         // Hot before the append, so before the partner or the volume may see the write: a crash of this host
         // resends the regions of the activity log, not every region.
         final long activityStamp = activity.mark(vol, firstRegion, lastRegion);
-        if (fua)
+        if (w.fua)
         {
             lastFlushNs = startNs; // Before the append: the record itself tells the partner.
         }
@@ -367,10 +433,20 @@ public final class SourceGroup implements AutoCloseable
                 while ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
                     anyInFlight(counts, firstRegion, lastRegion))
                 {
+                    if (!mayWait)
+                    {
+                        return false;
+                    }
                     waiters++;
                     try
                     {
-                        awaitFenceLifted();
+                        // Checked again after counting itself: a write that ended meanwhile either saw the count and
+                        // wakes this one, or ended before the count, and this check sees it.
+                        if ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
+                            anyInFlight(counts, firstRegion, lastRegion))
+                        {
+                            awaitFenceLifted();
+                        }
                     }
                     finally
                     {
@@ -383,10 +459,10 @@ public final class SourceGroup implements AutoCloseable
                 }
                 activity.touch(vol, firstRegion, lastRegion);
                 appendedTo = log;
-                position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+                position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
                 if (position < 0 && reclaimLogSpace())
                 {
-                    position = log.tryAppend(lastLsn + 1, vol, offset, recordFlags, src, 0, length);
+                    position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
                 }
                 if (position >= 0)
                 {
@@ -410,63 +486,99 @@ public final class SourceGroup implements AutoCloseable
         {
             activity.release(activityStamp);
         }
+        w.startNs = startNs;
+        w.firstRegion = firstRegion;
+        w.lastRegion = lastRegion;
+        w.lsn = lsn;
+        w.position = position;
+        w.appendedTo = appendedTo;
         if (lsn > 0)
         {
             shipperWakeup.run();
         }
+        return true;
+    }
+
+    /**
+     * The second step, once the volume write has ended: the record marked written, the regions released.
+     *
+     * @param failure why the volume write failed, or null.
+     * @throws IOException the failure, or one marking the record.
+     */
+    private void volumeWriteDone(final WriteInProgress w, final Throwable failure) throws IOException
+    {
+        Throwable failed = failure;
         try
         {
-            volumes[vol].write(offset, src, length);
-            if (position >= 0)
+            if (failed == null && w.position >= 0)
             {
                 // Flagged before the regions are released: a later overlapping write cannot complete before this
                 // record is marked, so replay after a crash never puts an older write over a newer one. In the log
                 // it was appended to: a resize waits for this write before it replaces that log.
-                appendedTo.markFlag(position, RECORD_WRITTEN);
+                w.appendedTo.markFlag(w.position, RECORD_WRITTEN);
             }
         }
-        catch (final IOException | RuntimeException ex)
+        catch (final RuntimeException ex)
         {
-            if (position >= 0)
-            {
-                // The client is told the write failed, yet its record is in the log and may reach the partner
-                // already: resync the regions from what this volume holds, or the two would differ in silence
-                // (a thin volume that ran out of space fails exactly like this).
-                resyncAfterFailedWrite(vol, firstRegion, lastRegion);
-            }
-            throw ex;
+            failed = ex;
         }
-        finally
+        if (failed != null && w.position >= 0)
         {
-            for (int r = firstRegion; r <= lastRegion; r++)
-            {
-                counts.decrementAndGet(r);
-            }
-            // Under the lock, so a writer between its in-flight check and its wait cannot miss this.
+            // The client is told the write failed, yet its record is in the log and may reach the partner
+            // already: resync the regions from what this volume holds, or the two would differ in silence
+            // (a thin volume that ran out of space fails exactly like this).
+            resyncAfterFailedWrite(w.vol, w.firstRegion, w.lastRegion);
+        }
+        final AtomicIntegerArray counts = inflight[w.vol];
+        for (int r = w.firstRegion; r <= w.lastRegion; r++)
+        {
+            counts.decrementAndGet(r);
+        }
+        // The lock only when a writer waits: it counts itself in waiters, then checks the regions again, so either it
+        // sees them released or this sees it. Taken for nothing, the lock held a front end's reaper, which ends
+        // many writes in a row, behind a log resize that waits, holding it, for those very writes to end.
+        if (waiters > 0)
+        {
             synchronized (appendLock)
             {
-                if (waiters > 0)
-                {
-                    appendLock.notifyAll();
-                }
+                appendLock.notifyAll();
             }
         }
-        final long writtenNs = System.nanoTime();
-        localWriteNs.recordValue(Math.min(writtenNs - startNs, HIGHEST_LATENCY_NS));
-        writes.incrementAndGet();
-        bytesWritten.addAndGet(length);
-        if (fua)
+        if (failed instanceof IOException)
         {
-            flush(vol);
+            throw (IOException)failed;
+        }
+        if (failed != null)
+        {
+            throw (RuntimeException)failed;
+        }
+        final long writtenNs = System.nanoTime();
+        localWriteNs.recordValue(Math.min(writtenNs - w.startNs, HIGHEST_LATENCY_NS));
+        writes.incrementAndGet();
+        bytesWritten.addAndGet(w.length);
+    }
+
+    /**
+     * The last step: FUA forces, and a sync group's write waits for the partner's ACK, or leaves it to
+     * {@code completion}.
+     *
+     * @return true when the write may be acknowledged; false when {@code completion} will be called instead.
+     */
+    private boolean acknowledge(final WriteInProgress w, final WriteCompletion completion) throws IOException
+    {
+        final long lsn = w.lsn;
+        if (w.fua)
+        {
+            flush(w.vol);
         }
         else if (lsn > 0 && waitsForPartner())
         {
-            if (completion != null && ackedLsn < lsn && defer(lsn, completion, startNs))
+            if (completion != null && ackedLsn < lsn && defer(lsn, completion, w.startNs))
             {
                 return false;
             }
             awaitPartner(lsn, false);
-            partnerAckNs.recordValue(Math.min(System.nanoTime() - startNs, HIGHEST_LATENCY_NS));
+            partnerAckNs.recordValue(Math.min(System.nanoTime() - w.startNs, HIGHEST_LATENCY_NS));
         }
         return true;
     }
@@ -1391,32 +1503,37 @@ public final class SourceGroup implements AutoCloseable
     {
         final long pauseStartNs = System.nanoTime();
         final RecordLog old = log;
-        final long moved;
-        synchronized (appendLock)
+        long moved = Long.MIN_VALUE;
+        drainWanted = true;
+        try
         {
-            while (hasWritesInFlight())
+            while (moved == Long.MIN_VALUE)
             {
-                // New writes wait at the lock; those under way end with their local volume write.
-                LockSupport.parkNanos(20_000);
-            }
-            synchronized (forceLock)
-            {
-                moved = next.finishCopyFrom(old, resumeAt);
-                if (moved >= 0)
+                synchronized (appendLock)
                 {
-                    try
+                    // New writes wait at the lock; those under way end with their local volume write.
+                    final long deadlineNs = System.nanoTime() + DRAIN_ATTEMPT_NS;
+                    while (hasWritesInFlight() && System.nanoTime() - deadlineNs < 0)
                     {
-                        next.renameTo(target);
+                        LockSupport.parkNanos(20_000);
                     }
-                    finally
+                    if (!hasWritesInFlight())
                     {
-                        if (next.path().equals(target))
-                        {
-                            log = next; // Its file is the group's now, even when its directory failed to force.
-                        }
+                        moved = replaceLog(old, next, resumeAt, target);
                     }
                 }
+                if (moved == Long.MIN_VALUE)
+                {
+                    // A front end's reader may wait at the lock holding appended writes it has not submitted yet
+                    // (NBD over Linux AIO submits a socket read's worth at once): let it in, so that it sees
+                    // drainWanted and submits them.
+                    LockSupport.parkNanos(DRAIN_ATTEMPT_NS / 10);
+                }
             }
+        }
+        finally
+        {
+            drainWanted = false;
         }
         logReplacePauseNs = System.nanoTime() - pauseStartNs;
         if (moved >= 0)
@@ -1427,6 +1544,34 @@ public final class SourceGroup implements AutoCloseable
             closer.accept(old);
         }
         return moved;
+    }
+
+    /**
+     * The log swap itself, under the append lock with no write in flight.
+     *
+     * @return records moved, or -1 (see {@link #finishLogCopy}).
+     */
+    private long replaceLog(final RecordLog old, final RecordLog next, final long resumeAt, final Path target)
+    {
+        synchronized (forceLock)
+        {
+            final long moved = next.finishCopyFrom(old, resumeAt);
+            if (moved >= 0)
+            {
+                try
+                {
+                    next.renameTo(target);
+                }
+                finally
+                {
+                    if (next.path().equals(target))
+                    {
+                        log = next; // Its file is the group's now, even when its directory failed to force.
+                    }
+                }
+            }
+            return moved;
+        }
     }
 
     /**
@@ -1751,6 +1896,67 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
+     * A write the NBD front end submits to the volume itself (Linux AIO, many per system call): the steps of
+     * {@link #write} around it, append on the connection's reader, the rest on its reaper. The group counts it as a
+     * client operation from begin to end, so the volume's descriptor stays open meanwhile. One per connection slot.
+     */
+    private final class DirectVolumeWrite implements DirectWrite
+    {
+        private final WriteInProgress w = new WriteInProgress();
+        private final int vol;
+
+        DirectVolumeWrite(final int vol)
+        {
+            this.vol = vol;
+        }
+
+        @Override
+        public boolean begin(final long offset, final ByteBuffer src, final int length, final boolean mayWait)
+            throws IOException
+        {
+            enter();
+            boolean begun = false;
+            try
+            {
+                w.vol = vol;
+                w.offset = offset;
+                w.length = length;
+                w.fua = false;
+                w.recordFlags = 0;
+                begun = append(w, src, mayWait);
+                return begun;
+            }
+            finally
+            {
+                if (!begun)
+                {
+                    exit();
+                }
+            }
+        }
+
+        @Override
+        public boolean end(final long result, final WriteCompletion completion) throws IOException
+        {
+            try
+            {
+                volumeWriteDone(w, result == w.length ? null : LinuxAio.failure(result, w.length));
+                return acknowledge(w, completion);
+            }
+            finally
+            {
+                exit();
+            }
+        }
+
+        @Override
+        public boolean drainWanted()
+        {
+            return drainWanted;
+        }
+    }
+
+    /**
      * One volume of the group as the NBD server sees it.
      */
     private final class ReplicatedExport implements NbdExport
@@ -1786,6 +1992,18 @@ public final class SourceGroup implements AutoCloseable
         public void read(final long offset, final ByteBuffer dst, final int length) throws IOException
         {
             volumes[index].read(offset, dst, length);
+        }
+
+        @Override
+        public int directFd()
+        {
+            return volumes[index].directFd();
+        }
+
+        @Override
+        public DirectWrite newDirectWrite()
+        {
+            return new DirectVolumeWrite(index);
         }
 
         @Override

@@ -22,9 +22,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The request path allocates nothing: after a warm-up, the reader, worker and replier threads of a connection
- * serving thousands of pipelined reads, writes and flushes are measured with the JVM's per-thread allocation
- * counter, with writes answered at once and with writes the export defers (a sync group's).
+ * The request path allocates nothing: after a warm-up, the reader, worker, replier and reaper threads of a
+ * connection serving thousands of pipelined reads, writes and flushes are measured with the JVM's per-thread
+ * allocation counter: a plain volume's READs and WRITEs through Linux AIO, writes the export defers (a sync
+ * group's) through the workers, and a replicated volume's writes logged on the reader and finished on the reaper.
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class NbdAllocationTest
@@ -119,30 +120,66 @@ class NbdAllocationTest
     @Test
     void shouldNotAllocateOnTheRequestPath() throws IOException
     {
-        assertNoAllocation(false);
+        final Path file = dir.resolve("disk.img");
+        Files.write(file, new byte[SIZE]);
+        try (Volume volume = Volume.open(file, true))
+        {
+            // A plain volume's READs and WRITEs go through Linux AIO, reaped by a thread of their own.
+            assertNoAllocation(new VolumeExport("disk", volume, false), "one reader, four workers, the replier and " +
+                "the AIO reaper", 7);
+        }
     }
 
     @Test
     void shouldNotAllocateWhenWritesAreDeferred() throws IOException
     {
-        assertNoAllocation(true);
-    }
-
-    private void assertNoAllocation(final boolean deferring) throws IOException
-    {
-        final com.sun.management.ThreadMXBean threads =
-            (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
         final Path file = dir.resolve("disk.img");
         Files.write(file, new byte[SIZE]);
+        try (Volume volume = Volume.open(file, true))
+        {
+            // No direct descriptor: its writes go through the workers.
+            assertNoAllocation(new DeferringExport(new VolumeExport("disk", volume, false)), "one reader, four " +
+                "workers and the replier", 6);
+        }
+    }
+
+    @Test
+    void shouldNotAllocateWhenAReplicatedVolumesWritesGoThroughAio() throws IOException
+    {
+        final Path file = dir.resolve("replicated.img");
+        Files.write(file, new byte[SIZE]);
+        final long logSize = 64L << 20;
+        final io.blockmover.replication.group.GroupConfig config = new io.blockmover.replication.group.GroupConfig(
+            "g", io.blockmover.replication.group.GroupConfig.ROLE_SOURCE, "peer",
+            io.blockmover.replication.group.GroupMode.ASYNC, false,
+            List.of(new io.blockmover.replication.group.GroupConfig.VolumePair(file.toString(), "/dst", SIZE)),
+            logSize, 64 * 1024, 0);
+        final io.blockmover.replication.log.RecordLog log =
+            io.blockmover.replication.log.RecordLog.open(dir.resolve("log"), logSize, 64 * 1024);
+        log.reset(1);
+        try (io.blockmover.replication.group.SourceGroup group = new io.blockmover.replication.group.SourceGroup(
+            config, dir, new Volume[] {Volume.open(file, true)}, log, false))
+        {
+            group.dirty(0).clearAll();
+            // Its WRITEs are logged by the reader and finished by the reaper; its READs go to the workers.
+            assertNoAllocation(group.export(0), "one reader, four workers, the replier " +
+                "and the AIO reaper", 7);
+        }
+    }
+
+    private void assertNoAllocation(final NbdExport export, final String threadsExpected, final int threadCount)
+        throws IOException
+    {
+        final boolean deferring = export instanceof DeferringExport;
+        final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean)ManagementFactory.getThreadMXBean();
         final ExportRegistry exports = new ExportRegistry();
         final Path socket = dir.resolve("nbd.sock");
-        try (Volume volume = Volume.open(file, true);
-            NbdServer server = new NbdServer(exports, socket, null, 4, 1024 * 1024, System.getLogger("nbd-alloc")))
+        try (NbdServer server = new NbdServer(exports, socket, null, 4, 1024 * 1024, System.getLogger("nbd-alloc")))
         {
-            final NbdExport plain = new VolumeExport("disk", volume, false);
-            exports.add(deferring ? new DeferringExport(plain) : plain);
+            exports.add(export);
             server.start();
-            try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+            try (RawNbdClient client = new RawNbdClient(socket).connect(export.name()))
             {
                 final byte[] data = NbdServerTest.random(BLOCK, 3);
                 for (int r = 0; r < WARM_UP_ROUNDS; r++)
@@ -150,10 +187,7 @@ class NbdAllocationTest
                     round(client, data, r);
                 }
                 final long[] ids = connectionThreadIds();
-                // A plain volume's READs and WRITEs go through Linux AIO, reaped by a thread of their own; the
-                // deferring export has no direct descriptor, so its writes go through the workers.
-                assertEquals(deferring ? 6 : 7, ids.length, "one reader, four workers, the replier" +
-                    (deferring ? "" : " and the AIO reaper"));
+                assertEquals(threadCount, ids.length, threadsExpected);
                 final long before = allocated(threads, ids);
                 for (int r = 0; r < MEASURED_ROUNDS; r++)
                 {
@@ -162,8 +196,8 @@ class NbdAllocationTest
                 final long allocated = allocated(threads, ids) - before;
 
                 final long requests = MEASURED_ROUNDS * DEPTH * 2L;
-                System.out.println("NBD request path" + (deferring ? " (deferred writes): " : ": ") + allocated +
-                    " bytes allocated over " + requests + " requests");
+                System.out.println("NBD request path (" + export.name() + (deferring ? ", deferred writes): " : "): ") +
+                    allocated + " bytes allocated over " + requests + " requests");
                 assertTrue(allocated < ALLOCATION_BOUND, allocated + " bytes allocated over " + requests +
                     " requests");
             }

@@ -13,10 +13,12 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.agrona.BufferUtil;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 import io.blockmover.SmallTmpfs;
 import io.blockmover.buffer.Slab;
+import io.blockmover.frontend.nbd.DirectWrite;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
@@ -317,6 +319,79 @@ class SourceGroupTest
             assertArrayEquals(onVolume, payload, "LSN " + lsn);
         }
         assertFalse(cursor.next());
+    }
+
+    /**
+     * A front end that submits volume writes itself (NBD over Linux AIO) appends a socket read's worth of writes and
+     * submits them only before it next waits. A log resize waits, holding the append lock, for every write in flight
+     * to end; if that front end then blocks at the lock for its next append, holding one appended and unsubmitted,
+     * each waits for the other. The resize must let go now and then, and say it waits (drainWanted), so that the
+     * front end gets in and submits what it holds.
+     */
+    @Test
+    @Timeout(60)
+    void shouldLetAFrontEndHoldingUnsubmittedWritesThroughALogResize() throws Exception
+    {
+        group = open(GroupMode.ASYNC, 8L << 20);
+        final NbdExport export = group.export(0);
+        final DirectWrite first = export.newDirectWrite();
+        final DirectWrite second = export.newDirectWrite();
+        assertTrue(first.begin(0, pattern(1, 4096), 4096, false), "appended, as if queued and not yet submitted");
+        final AtomicReference<Object> resized = new AtomicReference<>();
+        final Thread resizer = new Thread(() ->
+        {
+            try
+            {
+                resized.set(replaceLog(RecordLog.open(dir.resolve("log.resize"), 16L << 20, REGION),
+                    dir.resolve("log")));
+            }
+            catch (final Throwable t)
+            {
+                resized.set(t);
+            }
+        });
+        resizer.start();
+        awaitTrue("the resize waits for the writes in flight", first::drainWanted);
+        // The front end's next append blocks at the append lock while the resize holds it, and gets in when it
+        // lets go; told then to submit at once.
+        final AtomicReference<Object> secondBegun = new AtomicReference<>();
+        final Thread frontEnd = new Thread(() ->
+        {
+            try
+            {
+                final boolean begun = second.begin(4L * REGION, BufferUtil.allocateDirectAligned(4096, 4096), 4096,
+                    false);
+                secondBegun.set(begun && second.drainWanted());
+            }
+            catch (final Throwable t)
+            {
+                secondBegun.set(t);
+            }
+        });
+        frontEnd.start();
+        frontEnd.join(TimeUnit.SECONDS.toMillis(10));
+        final boolean gotIn = !frontEnd.isAlive();
+        // The first write submitted and completed (the volume write, then its end) in any case: a resize that
+        // never let go is freed by it, and the test ends instead of hanging.
+        group.volume(0).write(0, pattern(1, 4096), 4096);
+        assertTrue(first.end(4096, null));
+        assertTrue(gotIn, "the front end got to append while the resize waited for its unsubmitted write");
+        frontEnd.join();
+        assertEquals(Boolean.TRUE, secondBegun.get(), "appended, and told to submit at once");
+        group.volume(0).write(4L * REGION, pattern(2, 4096), 4096);
+        assertTrue(second.end(4096, null));
+        resizer.join(TimeUnit.SECONDS.toMillis(30));
+        assertTrue(resized.get() instanceof Long && (Long)resized.get() >= 0, "the resize: " + resized.get());
+        assertFalse(first.drainWanted());
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        for (int lsn = 1; lsn <= 2; lsn++)
+        {
+            assertTrue(cursor.next());
+            assertEquals(lsn, cursor.lsn());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "LSN " + lsn + " flagged written");
+        }
+        assertFalse(group.hasWritesInFlight());
     }
 
     @Test
