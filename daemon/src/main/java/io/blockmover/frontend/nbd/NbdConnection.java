@@ -657,7 +657,7 @@ final class NbdConnection implements Runnable
         directFd = fd;
         for (final NbdRequest slot : slots)
         {
-            slot.directWrite = export.newDirectWrite();
+            slot.directIo = export.newDirectIo();
         }
         reaper = new Thread(this::reap, name + "-reaper");
         reaper.setDaemon(true);
@@ -666,7 +666,7 @@ final class NbdConnection implements Runnable
 
     /**
      * @return whether the request goes to the kernel through AIO: on a plain volume READs and WRITEs; where the
-     *     export runs something around its writes (a replicated volume), WRITEs without FUA only, as a FUA write
+     *     export runs something around them (a replicated volume), READs and WRITEs without FUA, as a FUA write
      *     ends in a device flush, which the reaper must not wait for.
      */
     private boolean submitsDirectly(final NbdRequest request)
@@ -675,11 +675,11 @@ final class NbdConnection implements Runnable
         {
             return false;
         }
-        if (request.directWrite == null)
+        if (request.directIo == null)
         {
             return request.type == CMD_READ || request.type == CMD_WRITE;
         }
-        return request.type == CMD_WRITE && (request.flags & CMD_FLAG_FUA) == 0;
+        return request.type == CMD_READ || (request.type == CMD_WRITE && (request.flags & CMD_FLAG_FUA) == 0);
     }
 
     /**
@@ -688,8 +688,8 @@ final class NbdConnection implements Runnable
      */
     private void queueDirect(final NbdRequest request)
     {
-        final DirectWrite directWrite = request.type == CMD_WRITE ? request.directWrite : null;
-        if (directWrite != null && !beginDirect(request, directWrite))
+        final DirectIo directIo = request.directIo;
+        if (directIo != null && !beginDirect(request, directIo))
         {
             return; // Refused: answered already.
         }
@@ -701,26 +701,30 @@ final class NbdConnection implements Runnable
         aio.prepare(request.slot, request.type == CMD_WRITE, directFd, request.buffer, (int)request.length,
             request.offset, (request.flags & CMD_FLAG_FUA) != 0);
         aio.queue(request.slot);
-        if (directWrite != null && directWrite.drainWanted())
+        if (directIo != null && request.type == CMD_WRITE && directIo.drainWanted())
         {
             submitDirect();
         }
     }
 
     /**
-     * Runs what the export does before a direct WRITE. Never waits with writes of this connection queued and not
-     * submitted: those may be the very writes it would wait for.
+     * Runs what the export does before a direct READ or WRITE. Never waits with writes of this connection queued
+     * and not submitted: those may be the very writes it would wait for.
      *
-     * @return false when the export refused the write; it is answered.
+     * @return false when the export refused the request; it is answered.
      */
-    private boolean beginDirect(final NbdRequest request, final DirectWrite directWrite)
+    private boolean beginDirect(final NbdRequest request, final DirectIo directIo)
     {
         try
         {
-            if (!directWrite.begin(request.offset, request.buffer, (int)request.length, false))
+            if (request.type == CMD_READ)
+            {
+                directIo.beginRead();
+            }
+            else if (!directIo.beginWrite(request.offset, request.buffer, (int)request.length, false))
             {
                 submitDirect();
-                directWrite.begin(request.offset, request.buffer, (int)request.length, true);
+                directIo.beginWrite(request.offset, request.buffer, (int)request.length, true);
             }
             return true;
         }
@@ -763,15 +767,19 @@ final class NbdConnection implements Runnable
     private void directDone(final NbdRequest request, final long result)
     {
         final long length = request.length; // Read first: once deferred, the request may be answered and reused.
-        final DirectWrite directWrite = request.type == CMD_WRITE ? request.directWrite : null;
-        if (directWrite != null)
+        final DirectIo directIo = request.directIo;
+        if (directIo != null && request.type == CMD_READ)
+        {
+            directIo.endRead();
+        }
+        if (directIo != null && request.type == CMD_WRITE)
         {
             deferred.incrementAndGet();
             request.deferred = true; // Set before: its completion may come before end returns.
             boolean now = true;
             try
             {
-                now = directWrite.end(result, request);
+                now = directIo.endWrite(result, request);
             }
             catch (final IOException | RuntimeException ex)
             {

@@ -75,9 +75,9 @@ public interface NbdExport
     /**
      * For a front end that submits volume I/O itself, many requests per system call (Linux AIO): an O_DIRECT
      * descriptor that requests may go straight to instead of through {@link #read} and {@link #write}. Where
-     * {@link #newDirectWrite()} is null, READs and WRITEs with or without FUA (a write that is durable when it
-     * completes) may, and the descriptor must stay valid while any connection serves the export. Otherwise only
-     * WRITEs without FUA may, each between that object's begin and end, which keep the descriptor valid.
+     * {@link #newDirectIo()} is null, READs and WRITEs with or without FUA (a write that is durable when it
+     * completes) may, and the descriptor must stay valid while any connection serves the export. Otherwise READs
+     * and WRITEs without FUA may, each between that object's begin and end, which keep the descriptor valid.
      *
      * @return the descriptor, or -1 when every request must go through this interface.
      */
@@ -87,10 +87,10 @@ public interface NbdExport
     }
 
     /**
-     * @return a new object to run around each direct WRITE of one connection slot (see {@link #directFd()}), or
-     *     null when a direct WRITE needs nothing but the volume write.
+     * @return a new object to run around each direct READ and WRITE of one connection slot (see
+     *     {@link #directFd()}), or null when they need nothing but the volume I/O.
      */
-    default DirectWrite newDirectWrite()
+    default DirectIo newDirectIo()
     {
         return null;
     }

@@ -31,8 +31,8 @@ final class NbdRequest implements WriteCompletion
     boolean withData;
     /** The export deferred this WRITE: its reply ends a deferral (see NbdConnection). */
     boolean deferred;
-    /** What the export does around this slot's WRITEs submitted through Linux AIO; null when nothing. */
-    DirectWrite directWrite;
+    /** What the export does around this slot's READs and WRITEs submitted through Linux AIO; null when nothing. */
+    DirectIo directIo;
 
     NbdRequest(final NbdConnection owner, final int slot, final ByteBuffer buffer)
     {

@@ -15,7 +15,7 @@ import org.HdrHistogram.ConcurrentHistogram;
 import org.agrona.BufferUtil;
 
 import io.blockmover.buffer.Slab;
-import io.blockmover.frontend.nbd.DirectWrite;
+import io.blockmover.frontend.nbd.DirectIo;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
@@ -112,7 +112,7 @@ public final class SourceGroup implements AutoCloseable
     private volatile int waiters;
     /**
      * A log resize waits for every write in flight to end ({@link #finishLogCopy}): a front end holding appended
-     * writes it has not submitted yet must submit them at once ({@link DirectVolumeWrite#drainWanted()}).
+     * writes it has not submitted yet must submit them at once ({@link DirectVolumeIo#drainWanted()}).
      */
     private volatile boolean drainWanted;
     private long fencedRegion = -1;
@@ -311,7 +311,7 @@ public final class SourceGroup implements AutoCloseable
     /**
      * One client write from its append to its acknowledgement: what each step hands the next. A worker's write
      * runs all steps on its thread ({@link #write}); a write the NBD front end submits to the volume itself
-     * ({@link DirectVolumeWrite}) appends on the connection's reader and finishes on its reaper. Reused: one per
+     * ({@link DirectVolumeIo}) appends on the connection's reader and finishes on its reaper. Reused: one per
      * worker thread, one per connection slot.
      */
     private static final class WriteInProgress
@@ -1896,22 +1896,23 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
-     * A write the NBD front end submits to the volume itself (Linux AIO, many per system call): the steps of
-     * {@link #write} around it, append on the connection's reader, the rest on its reaper. The group counts it as a
-     * client operation from begin to end, so the volume's descriptor stays open meanwhile. One per connection slot.
+     * A read or write the NBD front end submits to the volume itself (Linux AIO, many per system call): for a write,
+     * the steps of {@link #write} around it, the append on the connection's reader, the rest on its reaper. The
+     * group counts either as a client operation from begin to end, so the volume's descriptor stays open meanwhile.
+     * One per connection slot.
      */
-    private final class DirectVolumeWrite implements DirectWrite
+    private final class DirectVolumeIo implements DirectIo
     {
         private final WriteInProgress w = new WriteInProgress();
         private final int vol;
 
-        DirectVolumeWrite(final int vol)
+        DirectVolumeIo(final int vol)
         {
             this.vol = vol;
         }
 
         @Override
-        public boolean begin(final long offset, final ByteBuffer src, final int length, final boolean mayWait)
+        public boolean beginWrite(final long offset, final ByteBuffer src, final int length, final boolean mayWait)
             throws IOException
         {
             enter();
@@ -1936,7 +1937,7 @@ public final class SourceGroup implements AutoCloseable
         }
 
         @Override
-        public boolean end(final long result, final WriteCompletion completion) throws IOException
+        public boolean endWrite(final long result, final WriteCompletion completion) throws IOException
         {
             try
             {
@@ -1947,6 +1948,18 @@ public final class SourceGroup implements AutoCloseable
             {
                 exit();
             }
+        }
+
+        @Override
+        public void beginRead() throws IOException
+        {
+            enter();
+        }
+
+        @Override
+        public void endRead()
+        {
+            exit();
         }
 
         @Override
@@ -2001,9 +2014,9 @@ public final class SourceGroup implements AutoCloseable
         }
 
         @Override
-        public DirectWrite newDirectWrite()
+        public DirectIo newDirectIo()
         {
-            return new DirectVolumeWrite(index);
+            return new DirectVolumeIo(index);
         }
 
         @Override

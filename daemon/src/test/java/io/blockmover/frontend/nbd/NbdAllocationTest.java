@@ -161,7 +161,7 @@ class NbdAllocationTest
             config, dir, new Volume[] {Volume.open(file, true)}, log, false))
         {
             group.dirty(0).clearAll();
-            // Its WRITEs are logged by the reader and finished by the reaper; its READs go to the workers.
+            // Its WRITEs are logged by the reader and finished by the reaper; its READs go through AIO as well.
             assertNoAllocation(group.export(0), "one reader, four workers, the replier " +
                 "and the AIO reaper", 7);
         }

@@ -18,7 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import io.blockmover.SmallTmpfs;
 import io.blockmover.buffer.Slab;
-import io.blockmover.frontend.nbd.DirectWrite;
+import io.blockmover.frontend.nbd.DirectIo;
 import io.blockmover.frontend.nbd.NbdErrorException;
 import io.blockmover.frontend.nbd.NbdExport;
 import io.blockmover.frontend.nbd.NbdProtocol;
@@ -334,9 +334,9 @@ class SourceGroupTest
     {
         group = open(GroupMode.ASYNC, 8L << 20);
         final NbdExport export = group.export(0);
-        final DirectWrite first = export.newDirectWrite();
-        final DirectWrite second = export.newDirectWrite();
-        assertTrue(first.begin(0, pattern(1, 4096), 4096, false), "appended, as if queued and not yet submitted");
+        final DirectIo first = export.newDirectIo();
+        final DirectIo second = export.newDirectIo();
+        assertTrue(first.beginWrite(0, pattern(1, 4096), 4096, false), "appended, as if queued and not yet submitted");
         final AtomicReference<Object> resized = new AtomicReference<>();
         final Thread resizer = new Thread(() ->
         {
@@ -359,7 +359,7 @@ class SourceGroupTest
         {
             try
             {
-                final boolean begun = second.begin(4L * REGION, BufferUtil.allocateDirectAligned(4096, 4096), 4096,
+                final boolean begun = second.beginWrite(4L * REGION, BufferUtil.allocateDirectAligned(4096, 4096), 4096,
                     false);
                 secondBegun.set(begun && second.drainWanted());
             }
@@ -374,12 +374,12 @@ class SourceGroupTest
         // The first write submitted and completed (the volume write, then its end) in any case: a resize that
         // never let go is freed by it, and the test ends instead of hanging.
         group.volume(0).write(0, pattern(1, 4096), 4096);
-        assertTrue(first.end(4096, null));
+        assertTrue(first.endWrite(4096, null));
         assertTrue(gotIn, "the front end got to append while the resize waited for its unsubmitted write");
         frontEnd.join();
         assertEquals(Boolean.TRUE, secondBegun.get(), "appended, and told to submit at once");
         group.volume(0).write(4L * REGION, pattern(2, 4096), 4096);
-        assertTrue(second.end(4096, null));
+        assertTrue(second.endWrite(4096, null));
         resizer.join(TimeUnit.SECONDS.toMillis(30));
         assertTrue(resized.get() instanceof Long && (Long)resized.get() >= 0, "the resize: " + resized.get());
         assertFalse(first.drainWanted());
