@@ -83,7 +83,8 @@ public final class Configuration
             "of groups (empty: none)");
         define(NBD_LISTEN, "", "address:port of the NBD server over TCP (empty: none; no authentication, so " +
             "loopback or a trusted network only)");
-        define(NBD_WORKERS, "16", "requests served concurrently per NBD connection (each holds a chunk-sized buffer)");
+        define(NBD_WORKERS, "16", "requests in flight per NBD connection (each holds a chunk-sized buffer); also " +
+            "the threads that run its FLUSH, TRIM, WRITE_ZEROES and FUA writes");
         define(GROUP_LOG_SIZE, "1g", "record log of a new group when 'group create' gives no --log-size");
         define(GROUP_LOG_UNCLAIMED_KEEP, "1m", "a destination deletes the log it wrote for a new group once the " +
             "source stopped asking for it this long: its create was cancelled or failed there (while a create " +
