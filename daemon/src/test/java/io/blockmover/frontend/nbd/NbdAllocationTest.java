@@ -14,6 +14,8 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 import io.blockmover.io.Volume;
+import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.group.TestSourceGroups;
 
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLUSH;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_READ;
@@ -146,21 +148,9 @@ class NbdAllocationTest
     @Test
     void shouldNotAllocateWhenAReplicatedVolumesWritesGoThroughAio() throws IOException
     {
-        final Path file = dir.resolve("replicated.img");
-        Files.write(file, new byte[SIZE]);
-        final long logSize = 64L << 20;
-        final io.blockmover.replication.group.GroupConfig config = new io.blockmover.replication.group.GroupConfig(
-            "g", io.blockmover.replication.group.GroupConfig.ROLE_SOURCE, "peer",
-            io.blockmover.replication.group.GroupMode.ASYNC, false,
-            List.of(new io.blockmover.replication.group.GroupConfig.VolumePair(file.toString(), "/dst", SIZE)),
-            logSize, 64 * 1024, 0);
-        final io.blockmover.replication.log.RecordLog log =
-            io.blockmover.replication.log.RecordLog.open(dir.resolve("log"), logSize, 64 * 1024);
-        log.reset(1);
-        try (io.blockmover.replication.group.SourceGroup group = new io.blockmover.replication.group.SourceGroup(
-            config, dir, new Volume[] {Volume.open(file, true)}, log, false))
+        try (SourceGroup group = TestSourceGroups.openAsync(dir, dir.resolve("replicated.img"), SIZE, 64L << 20,
+            64 * 1024))
         {
-            group.dirty(0).clearAll();
             // Its WRITEs are logged by the reader and finished by the reaper; its READs go through AIO as well.
             assertNoAllocation(group.export(0), "one reader, four workers, the replier " +
                 "and the AIO reaper", 7);

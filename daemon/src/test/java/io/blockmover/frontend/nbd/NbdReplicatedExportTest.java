@@ -5,7 +5,6 @@ import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -14,10 +13,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
-import io.blockmover.io.Volume;
-import io.blockmover.replication.group.GroupConfig;
-import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.group.TestSourceGroups;
 import io.blockmover.replication.log.RecordLog;
 
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLUSH;
@@ -63,14 +60,7 @@ class NbdReplicatedExportTest
 
     private RawNbdClient serve(final long logSize) throws IOException
     {
-        final Path volumeFile = dir.resolve("volume.img");
-        Files.write(volumeFile, new byte[(int)VOLUME_SIZE]);
-        final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_SOURCE, "peer", GroupMode.ASYNC, false,
-            List.of(new GroupConfig.VolumePair(volumeFile.toString(), "/dst", VOLUME_SIZE)), logSize, REGION, 0);
-        final RecordLog log = RecordLog.open(dir.resolve("log"), logSize, REGION);
-        log.reset(1);
-        group = new SourceGroup(config, dir, new Volume[] {Volume.open(volumeFile, true)}, log, false);
-        group.dirty(0).clearAll();
+        group = TestSourceGroups.openAsync(dir, dir.resolve("volume.img"), VOLUME_SIZE, logSize, REGION);
         final ExportRegistry exports = new ExportRegistry();
         exports.add(group.export(0));
         final Path socket = dir.resolve("nbd.sock");

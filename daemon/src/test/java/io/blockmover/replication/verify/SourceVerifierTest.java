@@ -19,9 +19,8 @@ import io.blockmover.buffer.Slab;
 import io.blockmover.io.Volume;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
-import io.blockmover.replication.group.GroupConfig;
-import io.blockmover.replication.group.GroupMode;
 import io.blockmover.replication.group.SourceGroup;
+import io.blockmover.replication.group.TestSourceGroups;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.transport.NullFrameConnection;
 
@@ -59,15 +58,7 @@ class SourceVerifierTest
 
     private SourceGroup open(final long logSize) throws IOException
     {
-        final Path volumeFile = dir.resolve("volume.img");
-        Files.write(volumeFile, new byte[(int)VOLUME_SIZE]);
-        final GroupConfig config = new GroupConfig("g", GroupConfig.ROLE_SOURCE, "peer", GroupMode.ASYNC, false,
-            List.of(new GroupConfig.VolumePair(volumeFile.toString(), "/dst", VOLUME_SIZE)), logSize, REGION, 0);
-        final RecordLog log = RecordLog.open(dir.resolve("log"), logSize, REGION);
-        log.reset(1);
-        final SourceGroup g = new SourceGroup(config, dir, new Volume[] {Volume.open(volumeFile, true)}, log, false);
-        g.dirty(0).clearAll();
-        return g;
+        return TestSourceGroups.openAsync(dir, dir.resolve("volume.img"), VOLUME_SIZE, logSize, REGION);
     }
 
     @Test
