@@ -27,8 +27,8 @@ import org.agrona.BufferUtil;
 public final class LinuxAio implements AutoCloseable
 {
     /** Sizes and offsets of {@code struct iocb} and {@code struct io_event} (linux/aio_abi.h, little-endian). */
-    static final int IOCB_LENGTH = 64;
-    static final int EVENT_LENGTH = 32;
+    private static final int IOCB_LENGTH = 64;
+    private static final int EVENT_LENGTH = 32;
     private static final int IOCB_DATA = 0;
     private static final int IOCB_RW_FLAGS = 12;
     private static final int IOCB_OPCODE = 16;
@@ -136,11 +136,6 @@ public final class LinuxAio implements AutoCloseable
 
     private static native long syscall(long number, long a1, long a2, long a3, long a4, long a5)
         throws LastErrorException;
-
-    public int capacity()
-    {
-        return capacity;
-    }
 
     /**
      * Fills a slot's control block. The buffer must stay valid, untouched, until the slot is reaped.

@@ -183,7 +183,7 @@ public final class Volume implements AutoCloseable
             direct = FileChannel.open(path, directOptions);
             if (!blockDevice && writable)
             {
-                fd = openForAdvice(path);
+                fd = openDescriptor(path, Libc.O_RDONLY | Libc.O_CLOEXEC);
             }
             // Without O_EXCL: a block device's claim is fd's, and a second exclusive open would be refused.
             directFd = openDescriptor(path, (writable ? Libc.O_RDWR : Libc.O_RDONLY) | Libc.O_DIRECT | Libc.O_CLOEXEC);
@@ -236,11 +236,6 @@ public final class Volume implements AutoCloseable
             }
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot open " + path + ": errno " + ex.getErrorCode());
         }
-    }
-
-    private static int openForAdvice(final Path path)
-    {
-        return openDescriptor(path, Libc.O_RDONLY | Libc.O_CLOEXEC);
     }
 
     private static int openDescriptor(final Path path, final int flags)
