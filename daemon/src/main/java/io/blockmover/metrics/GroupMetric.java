@@ -53,7 +53,10 @@ public enum GroupMetric
     BEHIND_RECORDS(30, "behind_records", Kind.GAUGE, 1,
         "Destination: records its source had logged beyond those held here, as the source last said."),
     LOG_FORCES_SHARED(31, "log_forces_shared_with_volume_total", Kind.COUNTER, 1,
-        "FLUSHes that needed the source's log durable and got it from the volume's own device flush (one disk).");
+        "FLUSHes that needed the source's log durable and got it from the volume's own device flush (one disk)."),
+    WRITES_WAITED(32, "writes_waited_total", Kind.COUNTER, 1,
+        "Source writes that waited, before their append, for an earlier write to the same bytes or a resync of " +
+        "their region: each held its connection's later requests meanwhile.");
 
     /**
      * How a metric is exported.

@@ -89,7 +89,10 @@ public final class SourceGroup implements AutoCloseable
     // under one of them, or for its counters only (capacity, free and used bytes are plain fields of either log).
     private volatile RecordLog log;
     private final ReplicatedExport[] exports;
+    // Writes between their append and the end of their volume write: per region, for resync fences and the activity
+    // log; per block, for the order of overlapping writes.
     private final AtomicIntegerArray[] inflight;
+    private final InFlightWrites inFlight = new InFlightWrites();
     // Monitors, not ReentrantLocks: a contended ReentrantLock allocates a queue node, and the write path must not
     // allocate.
     private final Object appendLock = new Object();
@@ -155,6 +158,8 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong untrackedByLog = new AtomicLong();
     /** Writes whose local volume write failed after their record was logged; their regions are resynced. */
     final AtomicLong failedWrites = new AtomicLong();
+    /** Writes that waited before their append for a write to the same bytes, or for a resync of their region. */
+    final AtomicLong writesWaited = new AtomicLong();
     final AtomicLong flushes = new AtomicLong();
     /** FLUSHes that needed the log durable and had it so by the volume's own device flush (flushWhileOpen). */
     final AtomicLong logForcesSharedWithVolume = new AtomicLong();
@@ -429,34 +434,38 @@ public final class SourceGroup implements AutoCloseable
                         "demoted it; 'blockmover group thaw')");
                 }
                 // Overlapping writes must reach the volume in LSN order, the order the destination applies them in:
-                // a write waits while its regions are fenced for resync or another write to them is still in flight.
-                while ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
-                    anyInFlight(counts, firstRegion, lastRegion))
+                // a write waits while its regions are fenced for resync or another write to its bytes is in flight.
+                if (mustWait(vol, offset, length, firstRegion, lastRegion))
                 {
                     if (!mayWait)
                     {
                         return false;
                     }
-                    waiters++;
-                    try
+                    writesWaited.incrementAndGet();
+                    do
                     {
-                        // Checked again after counting itself: a write that ended meanwhile either saw the count and
-                        // wakes this one, or ended before the count, and this check sees it.
-                        if ((fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
-                            anyInFlight(counts, firstRegion, lastRegion))
+                        waiters++;
+                        try
                         {
-                            awaitFenceLifted();
+                            // Checked again after counting itself: a write that ended meanwhile either saw the count
+                            // and wakes this one, or ended before the count, and this check sees it.
+                            if (mustWait(vol, offset, length, firstRegion, lastRegion))
+                            {
+                                awaitFenceLifted();
+                            }
+                        }
+                        finally
+                        {
+                            waiters--;
                         }
                     }
-                    finally
-                    {
-                        waiters--;
-                    }
+                    while (mustWait(vol, offset, length, firstRegion, lastRegion));
                 }
                 for (int r = firstRegion; r <= lastRegion; r++)
                 {
                     counts.incrementAndGet(r);
                 }
+                inFlight.add(vol, offset, length);
                 activity.touch(vol, firstRegion, lastRegion);
                 appendedTo = log;
                 position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
@@ -529,6 +538,7 @@ public final class SourceGroup implements AutoCloseable
             // (a thin volume that ran out of space fails exactly like this).
             resyncAfterFailedWrite(w.vol, w.firstRegion, w.lastRegion);
         }
+        inFlight.remove(w.vol, w.offset, w.length);
         final AtomicIntegerArray counts = inflight[w.vol];
         for (int r = w.firstRegion; r <= w.lastRegion; r++)
         {
@@ -887,16 +897,15 @@ public final class SourceGroup implements AutoCloseable
         }
     }
 
-    private static boolean anyInFlight(final AtomicIntegerArray counts, final int first, final int last)
+    /**
+     * @return whether a write must wait before its append: its region is fenced for resync, or a write to the same
+     *     bytes is still in flight. Under the append lock.
+     */
+    private boolean mustWait(final int vol, final long offset, final int length, final int firstRegion,
+        final int lastRegion)
     {
-        for (int r = first; r <= last; r++)
-        {
-            if (counts.get(r) != 0)
-            {
-                return true;
-            }
-        }
-        return false;
+        return (fencedVolume == vol && fencedRegion >= firstRegion && fencedRegion <= lastRegion) ||
+            inFlight.overlaps(vol, offset, length);
     }
 
     private void awaitFenceLifted() throws NbdErrorException

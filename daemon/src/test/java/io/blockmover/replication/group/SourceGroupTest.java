@@ -6,7 +6,9 @@ import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -392,6 +394,66 @@ class SourceGroupTest
             assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "LSN " + lsn + " flagged written");
         }
         assertFalse(group.hasWritesInFlight());
+    }
+
+    /**
+     * Writes to other bytes of one region go on together; only a write to the same bytes waits, and is counted.
+     * Before, any write to the region waited: at queue depth 16 a sequential writer waited on every request, and
+     * each wait held its connection's reader until the earlier write reached the disk.
+     */
+    @Test
+    @Timeout(60)
+    void shouldMakeOnlyAWriteToTheSameBytesWaitForOneInFlight() throws Exception
+    {
+        group = open(GroupMode.ASYNC, 8L << 20);
+        final NbdExport export = group.export(0);
+        final DirectIo first = export.newDirectIo();
+        final DirectIo beside = export.newDirectIo();
+        final DirectIo same = export.newDirectIo();
+        assertTrue(first.beginWrite(0, pattern(1, 4096), 4096, false));
+        assertTrue(beside.beginWrite(4096, pattern(2, 4096), 4096, false), "the next block of the same region");
+        assertFalse(same.beginWrite(0, pattern(3, 4096), 4096, false), "the same block, while it may not wait");
+        assertEquals(0, group.writesWaited.get(), "refused, not waited");
+
+        final AtomicReference<Object> sameBegun = new AtomicReference<>();
+        final Thread waiter = new Thread(() ->
+        {
+            try
+            {
+                sameBegun.set(same.beginWrite(0, pattern(3, 4096), 4096, true));
+            }
+            catch (final Throwable t)
+            {
+                sameBegun.set(t);
+            }
+        });
+        waiter.start();
+        awaitTrue("the write to the same bytes counts itself waiting", () -> group.writesWaited.get() == 1);
+        group.volume(0).write(4096, pattern(2, 4096), 4096);
+        assertTrue(beside.endWrite(4096, null));
+        waiter.join(200);
+        assertTrue(waiter.isAlive(), "still waiting: the write beside it ended, not the one to its bytes");
+        group.volume(0).write(0, pattern(1, 4096), 4096);
+        assertTrue(first.endWrite(4096, null));
+        waiter.join(TimeUnit.SECONDS.toMillis(10));
+        assertEquals(Boolean.TRUE, sameBegun.get(), "appended once the earlier write ended");
+        group.volume(0).write(0, pattern(3, 4096), 4096);
+        assertTrue(same.endWrite(4096, null));
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        final long[] offsets = {0, 4096, 0};
+        for (int lsn = 1; lsn <= 3; lsn++)
+        {
+            assertTrue(cursor.next());
+            assertEquals(lsn, cursor.lsn());
+            assertEquals(offsets[lsn - 1], cursor.offset());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "LSN " + lsn + " flagged written");
+        }
+        assertFalse(group.hasWritesInFlight());
+        final Map<String, Object> status = new HashMap<>();
+        GroupStatus.describe(group, status);
+        assertEquals(1L, status.get("writes_waited"), "in the group's status");
     }
 
     @Test
