@@ -355,6 +355,7 @@ final class GroupCommand implements Callable<Integer>
         for (final String[] counter : new String[][] {
             {"apply_failures", "failed applies (retried)"},
             {"writes_failed_locally", "writes failed on the local volume (regions resent)"},
+            {"log_append_failures", "writes the log's disk refused (tracked by the bitmap, regions resent)"},
             {"resync_read_failures", "resync reads or log writes failed (retried)"},
             {"records_mended", "records damaged in this host's log (mended from the volume, regions resent)"},
             {"records_dropped", "records dropped from this host's log after one was damaged there (sent again)"}})

@@ -62,6 +62,11 @@ public final class GroupStatus
         status.put("flushes", group.flushes.get());
         status.put("writes_tracked_by_bitmap", group.untrackedByLog.get());
         status.put("writes_failed_locally", group.failedWrites.get());
+        status.put("log_append_failures", group.logAppendFailures.get());
+        if (group.logAppendError != null)
+        {
+            status.put("log_append_error", group.logAppendError);
+        }
         // Each held its connection's later requests meanwhile: many of them at high queue depth cost throughput.
         status.put("writes_waited", group.writesWaited.get());
         status.put("regions_resent", group.regionsResent.get());

@@ -1,6 +1,7 @@
 package io.blockmover.replication.group;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.List;
@@ -158,6 +159,10 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong untrackedByLog = new AtomicLong();
     /** Writes whose local volume write failed after their record was logged; their regions are resynced. */
     final AtomicLong failedWrites = new AtomicLong();
+    /** Client writes whose record the log's disk refused; tracked by the bitmaps instead. */
+    final AtomicLong logAppendFailures = new AtomicLong();
+    /** Why the last of them was refused, or null. */
+    volatile String logAppendError;
     /** Writes that waited before their append for a write to the same bytes, or for a resync of their region. */
     final AtomicLong writesWaited = new AtomicLong();
     final AtomicLong flushes = new AtomicLong();
@@ -468,10 +473,30 @@ public final class SourceGroup implements AutoCloseable
                 inFlight.add(vol, offset, length);
                 activity.touch(vol, firstRegion, lastRegion);
                 appendedTo = log;
-                position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
-                if (position < 0 && reclaimLogSpace())
+                try
                 {
                     position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
+                    if (position < 0 && reclaimLogSpace())
+                    {
+                        position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
+                    }
+                }
+                catch (final UncheckedIOException ex)
+                {
+                    // The log's disk refused the record (it is preallocated, so a failing disk, not a full one). The
+                    // write goes on as when the log is full, its regions in the bitmap: failing it would make the
+                    // volume unwritable for a fault of another disk. Nothing was published; the next append
+                    // overwrites whatever part of the record reached the file.
+                    position = -1;
+                    logAppendFailures.incrementAndGet();
+                    logAppendError = ex.getMessage();
+                }
+                catch (final RuntimeException | Error ex)
+                {
+                    // A bug: the write ends here, so it must not stay counted in flight, or every later write to its
+                    // bytes, a resync of its region and a resize of the log would wait for it forever.
+                    endInFlight(vol, offset, length, firstRegion, lastRegion);
+                    throw ex;
                 }
                 if (position >= 0)
                 {
@@ -538,22 +563,7 @@ public final class SourceGroup implements AutoCloseable
             // (a thin volume that ran out of space fails exactly like this).
             resyncAfterFailedWrite(w.vol, w.firstRegion, w.lastRegion);
         }
-        inFlight.remove(w.vol, w.offset, w.length);
-        final AtomicIntegerArray counts = inflight[w.vol];
-        for (int r = w.firstRegion; r <= w.lastRegion; r++)
-        {
-            counts.decrementAndGet(r);
-        }
-        // The lock only when a writer waits: it counts itself in waiters, then checks the regions again, so either it
-        // sees them released or this sees it. Taken for nothing, the lock held a front end's reaper, which ends
-        // many writes in a row, behind a log resize that waits, holding it, for those very writes to end.
-        if (waiters > 0)
-        {
-            synchronized (appendLock)
-            {
-                appendLock.notifyAll();
-            }
-        }
+        endInFlight(w.vol, w.offset, w.length, w.firstRegion, w.lastRegion);
         if (failed instanceof IOException)
         {
             throw (IOException)failed;
@@ -613,6 +623,30 @@ public final class SourceGroup implements AutoCloseable
             return !deferredAcks.takeBack(slot, lsn);
         }
         return true;
+    }
+
+    /**
+     * A write counted in flight by its append has ended: writes waiting for its bytes may go on.
+     */
+    private void endInFlight(final int vol, final long offset, final int length, final int firstRegion,
+        final int lastRegion)
+    {
+        inFlight.remove(vol, offset, length);
+        final AtomicIntegerArray counts = inflight[vol];
+        for (int r = firstRegion; r <= lastRegion; r++)
+        {
+            counts.decrementAndGet(r);
+        }
+        // The lock only when a writer waits: it counts itself in waiters, then checks the regions again, so either it
+        // sees them released or this sees it. Taken for nothing, the lock held a front end's reaper, which ends
+        // many writes in a row, behind a log resize that waits, holding it, for those very writes to end.
+        if (waiters > 0)
+        {
+            synchronized (appendLock)
+            {
+                appendLock.notifyAll();
+            }
+        }
     }
 
     private void resyncAfterFailedWrite(final int vol, final int firstRegion, final int lastRegion)

@@ -41,6 +41,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The source side of a group against real files: a real O_DIRECT volume, a real record log and bitmaps. The
@@ -472,6 +473,57 @@ class SourceGroupTest
         assertArrayEquals(bytes(pattern(i - 1, 4096), 4096), fileBytes(overflowRegion * REGION, 4096),
             "the write itself still reached the volume");
         assertTrue(group.rpoBytes() >= group.log().usedBytes() + REGION);
+    }
+
+    /**
+     * The log's disk refuses a record (here: the file made immutable, which fails its writes with EPERM, as a
+     * failing disk fails them with EIO). The write still reaches the volume, its region goes to the bitmap as when
+     * the log is full, and it is counted. Before, the exception left the write counted in flight for good, so the
+     * next write to the same bytes waited forever.
+     */
+    @Test
+    @Timeout(60)
+    void shouldTrackAWriteTheLogsDiskRefusesInTheBitmapAndLetTheNextOneThrough() throws Exception
+    {
+        group = open(GroupMode.ASYNC, 8L << 20);
+        final NbdExport export = group.export(0);
+        export.write(0, pattern(1, 4096), 4096, false);
+        final Path logFile = group.log().path();
+        assumeTrue(chattr("+i", logFile), "chattr +i needs root and a file system that has the flag");
+        try
+        {
+            export.write(0, pattern(2, 4096), 4096, false);
+        }
+        finally
+        {
+            assertTrue(chattr("-i", logFile));
+        }
+        assertArrayEquals(bytes(pattern(2, 4096), 4096), fileBytes(0, 4096), "the write reached the volume");
+        assertTrue(group.dirty(0).get(0), "its region is dirty, to be resent");
+        assertEquals(1, group.logAppendFailures.get());
+        assertTrue(group.logAppendError.contains("Operation not permitted"), group.logAppendError);
+        assertFalse(group.hasWritesInFlight(), "the refused write is not in flight any more");
+
+        export.write(0, pattern(3, 4096), 4096, false);
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        assertTrue(cursor.next());
+        assertEquals(1, cursor.lsn());
+        assertTrue(cursor.next(), "the log takes records again once its disk does");
+        assertEquals(2, cursor.lsn());
+        assertArrayEquals(bytes(pattern(3, 4096), 4096), bytes(cursor.payload().slice(), 4096));
+        assertFalse(cursor.next());
+        final Map<String, Object> status = new HashMap<>();
+        GroupStatus.describe(group, status);
+        assertEquals(1L, status.get("log_append_failures"));
+        assertEquals(1L, status.get("writes_tracked_by_bitmap"));
+    }
+
+    private static boolean chattr(final String flag, final Path file) throws IOException, InterruptedException
+    {
+        final Process p = new ProcessBuilder("chattr", flag, file.toString()).redirectErrorStream(true).start();
+        p.getInputStream().readAllBytes();
+        return p.waitFor() == 0;
     }
 
     @Test
