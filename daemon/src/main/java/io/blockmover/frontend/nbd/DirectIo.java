@@ -60,4 +60,13 @@ public interface DirectIo
     {
         return false;
     }
+
+    /**
+     * The reader is about to hand the writes it has begun to the kernel: whatever beginWrite put aside for them must
+     * be done first (a replicated volume writes the records it staged for them, all with one pwrite). Reader thread;
+     * once per submission that holds a begun write, on any slot's instance of the export.
+     */
+    default void beforeSubmit()
+    {
+    }
 }

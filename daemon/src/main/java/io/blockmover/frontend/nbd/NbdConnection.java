@@ -137,6 +137,8 @@ final class NbdConnection implements Runnable
     /** Linux AIO for the export's direct descriptor, or null when requests go to the workers only. */
     private LinuxAio aio;
     private int directFd = -1;
+    // A slot's export hooks whose writes this reader has begun and not yet submitted (beforeSubmit). Reader only.
+    private DirectIo begunWrites;
     private Thread reaper;
     /** AIO operations queued by the reader and not yet reaped; the reaper sleeps while there are none. */
     private final AtomicInteger aioOutstanding = new AtomicInteger();
@@ -721,10 +723,14 @@ final class NbdConnection implements Runnable
             {
                 directIo.beginRead();
             }
-            else if (!directIo.beginWrite(request.offset, request.buffer, (int)request.length, false))
+            else
             {
-                submitDirect();
-                directIo.beginWrite(request.offset, request.buffer, (int)request.length, true);
+                if (!directIo.beginWrite(request.offset, request.buffer, (int)request.length, false))
+                {
+                    submitDirect();
+                    directIo.beginWrite(request.offset, request.buffer, (int)request.length, true);
+                }
+                begunWrites = directIo;
             }
             return true;
         }
@@ -744,6 +750,11 @@ final class NbdConnection implements Runnable
      */
     private void submitDirect()
     {
+        if (begunWrites != null)
+        {
+            begunWrites.beforeSubmit();
+            begunWrites = null;
+        }
         if (aio != null && aio.queued() > 0)
         {
             server.directSubmission(aio.queued());

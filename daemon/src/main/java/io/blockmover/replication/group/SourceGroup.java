@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -94,6 +95,9 @@ public final class SourceGroup implements AutoCloseable
     // log; per block, for the order of overlapping writes.
     private final AtomicIntegerArray[] inflight;
     private final InFlightWrites inFlight = new InFlightWrites();
+    // Writes whose records are staged in the log, not yet written (writeStaged). Guarded by appendLock.
+    private final WriteInProgress[] staged = new WriteInProgress[MAX_STAGED_RECORDS];
+    private int stagedCount;
     // Monitors, not ReentrantLocks: a contended ReentrantLock allocates a queue node, and the write path must not
     // allocate.
     private final Object appendLock = new Object();
@@ -149,6 +153,8 @@ public final class SourceGroup implements AutoCloseable
     private long logReplacePauseNs; // Conductor thread only.
     private long rpoMarkMs;
 
+    /** Most records staged for one pwrite: more than a connection's requests in flight, fewer than a batch holds. */
+    private static final int MAX_STAGED_RECORDS = 64;
     /** A log's copy goes on while writes do until no more than this is left for the part writes wait for. */
     private static final long LOG_COPY_LAST_BYTES = 1L << 20;
     /** Longest {@link #close} waits for client writes and FLUSHes under way to end. */
@@ -409,6 +415,16 @@ public final class SourceGroup implements AutoCloseable
      */
     private boolean append(final WriteInProgress w, final ByteBuffer src, final boolean mayWait) throws IOException
     {
+        return append(w, src, mayWait, false);
+    }
+
+    /**
+     * @param stage whether to stage the record for the front end's next {@link DirectIo#beforeSubmit}, which writes
+     *              every staged record with one pwrite, rather than write it now.
+     */
+    private boolean append(final WriteInProgress w, final ByteBuffer src, final boolean mayWait, final boolean stage)
+        throws IOException
+    {
         final int vol = w.vol;
         final long offset = w.offset;
         final int length = w.length;
@@ -419,10 +435,14 @@ public final class SourceGroup implements AutoCloseable
         final AtomicIntegerArray counts = inflight[vol];
         long lsn = -1;
         long position = -1;
+        boolean wasStaged = false;
         RecordLog appendedTo = null;
         // Hot before the append, so before the partner or the volume may see the write: a crash of this host
         // resends the regions of the activity log, not every region.
         final long activityStamp = activity.mark(vol, firstRegion, lastRegion);
+        w.startNs = startNs;
+        w.firstRegion = firstRegion;
+        w.lastRegion = lastRegion;
         if (w.fua)
         {
             lastFlushNs = startNs; // Before the append: the record itself tells the partner.
@@ -475,10 +495,21 @@ public final class SourceGroup implements AutoCloseable
                 appendedTo = log;
                 try
                 {
-                    position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
-                    if (position < 0 && reclaimLogSpace())
+                    position = stage && stagedCount < staged.length ?
+                        log.stage(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length) : RecordLog.NOT_STAGED;
+                    if (position == RecordLog.NOT_STAGED || position == RecordLog.NO_SPACE)
                     {
+                        writeStaged();
                         position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
+                        if (position < 0 && reclaimLogSpace())
+                        {
+                            position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
+                        }
+                    }
+                    else if (position >= 0)
+                    {
+                        staged[stagedCount++] = w;
+                        wasStaged = true;
                     }
                 }
                 catch (final UncheckedIOException ex)
@@ -501,32 +532,26 @@ public final class SourceGroup implements AutoCloseable
                 if (position >= 0)
                 {
                     lsn = ++lastLsn;
-                    publishedLsn = lsn;
+                    if (!wasStaged)
+                    {
+                        publishedLsn = lsn; // A staged record is published with its batch (writeStaged).
+                    }
                 }
                 else
                 {
-                    // The log is full: track the regions instead. Nothing is lost; the RPO grows until resync.
-                    final ConcurrentBitSet bits = bitmaps[vol].bits();
-                    for (int r = firstRegion; r <= lastRegion; r++)
-                    {
-                        bits.set(r);
-                    }
-                    bitmapsTouched = true;
-                    untrackedByLog.incrementAndGet();
+                    trackInBitmap(w);
                 }
+                // Under the lock: writing a batch that failed (writeStaged, any appender) rewrites them.
+                w.lsn = lsn;
+                w.position = position;
+                w.appendedTo = appendedTo;
             }
         }
         finally
         {
             activity.release(activityStamp);
         }
-        w.startNs = startNs;
-        w.firstRegion = firstRegion;
-        w.lastRegion = lastRegion;
-        w.lsn = lsn;
-        w.position = position;
-        w.appendedTo = appendedTo;
-        if (lsn > 0)
+        if (lsn > 0 && !wasStaged)
         {
             shipperWakeup.run();
         }
@@ -542,6 +567,15 @@ public final class SourceGroup implements AutoCloseable
     private void volumeWriteDone(final WriteInProgress w, final Throwable failure) throws IOException
     {
         Throwable failed = failure;
+        if (w.position >= 0 && w.position >= w.appendedTo.tailPosition())
+        {
+            // Still staged: its front end ended it without beforeSubmit (it never should). Written now, or its flag
+            // would go to bytes that the batch then overwrites.
+            synchronized (appendLock)
+            {
+                writeStaged();
+            }
+        }
         try
         {
             if (failed == null && w.position >= 0)
@@ -647,6 +681,63 @@ public final class SourceGroup implements AutoCloseable
                 appendLock.notifyAll();
             }
         }
+    }
+
+    /**
+     * The log could not take the write's record (full, or its disk refused it): its regions go to the bitmaps
+     * instead. Nothing is lost; the RPO grows until resync. Under the append lock.
+     */
+    private void trackInBitmap(final WriteInProgress w)
+    {
+        final ConcurrentBitSet bits = bitmaps[w.vol].bits();
+        for (int r = w.firstRegion; r <= w.lastRegion; r++)
+        {
+            bits.set(r);
+        }
+        bitmapsTouched = true;
+        untrackedByLog.incrementAndGet();
+    }
+
+    /**
+     * Writes the records a front end staged ({@link DirectVolumeIo#beginWrite}) with one pwrite and publishes them.
+     * Under the append lock, before anything else appends or the front end submits their volume writes. If the log's
+     * disk refuses them, their writes go on as when the log is full, their regions in the bitmaps; their LSNs are
+     * taken back, as nothing after them was appended.
+     *
+     * @return records written.
+     */
+    private int writeStaged()
+    {
+        final int n = stagedCount;
+        if (n == 0)
+        {
+            return 0;
+        }
+        stagedCount = 0;
+        try
+        {
+            log.writeBatch();
+            publishedLsn = lastLsn;
+        }
+        catch (final UncheckedIOException ex)
+        {
+            lastLsn -= n;
+            logAppendFailures.addAndGet(n);
+            logAppendError = ex.getMessage();
+            for (int i = 0; i < n; i++)
+            {
+                final WriteInProgress w = staged[i];
+                w.lsn = -1;
+                w.position = -1;
+                trackInBitmap(w);
+            }
+            return 0;
+        }
+        finally
+        {
+            Arrays.fill(staged, 0, n, null);
+        }
+        return n;
     }
 
     private void resyncAfterFailedWrite(final int vol, final int firstRegion, final int lastRegion)
@@ -1082,6 +1173,7 @@ public final class SourceGroup implements AutoCloseable
             {
                 synchronized (appendLock)
                 {
+                    writeStaged();
                     final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN,
                         buffer, 0, length);
                     if (position >= 0)
@@ -1176,6 +1268,7 @@ public final class SourceGroup implements AutoCloseable
             synchronized (appendLock)
             {
                 // A write that fell back to the bitmap since the check above has no LSN: nothing to compare.
+                writeStaged();
                 if (bitmaps[vol].bits().get(region))
                 {
                     lsn = REGION_DIRTY;
@@ -1596,6 +1689,7 @@ public final class SourceGroup implements AutoCloseable
      */
     private long replaceLog(final RecordLog old, final RecordLog next, final long resumeAt, final Path target)
     {
+        writeStaged(); // None with no write in flight; cheap to be sure, as the copy takes published records only.
         synchronized (forceLock)
         {
             final long moved = next.finishCopyFrom(old, resumeAt);
@@ -1854,6 +1948,7 @@ public final class SourceGroup implements AutoCloseable
                 }
                 b.force();
             }
+            writeStaged();
             lastLsn = Math.max(lastLsn, partnerLsn);
             log.reset(lastLsn + 1);
             publishedLsn = lastLsn;
@@ -1967,7 +2062,7 @@ public final class SourceGroup implements AutoCloseable
                 w.length = length;
                 w.fua = false;
                 w.recordFlags = 0;
-                begun = append(w, src, mayWait);
+                begun = append(w, src, mayWait, true);
                 return begun;
             }
             finally
@@ -2009,6 +2104,20 @@ public final class SourceGroup implements AutoCloseable
         public boolean drainWanted()
         {
             return drainWanted;
+        }
+
+        @Override
+        public void beforeSubmit()
+        {
+            final int written;
+            synchronized (appendLock)
+            {
+                written = writeStaged();
+            }
+            if (written > 0)
+            {
+                shipperWakeup.run(); // Once for the batch: one wake-up of the shipper, one send of all of them.
+            }
         }
     }
 

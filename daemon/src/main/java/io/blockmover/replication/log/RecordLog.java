@@ -72,8 +72,9 @@ import static io.blockmover.replication.log.RecordLogDescriptor.recordLength;
  * <p>
  * Threading:
  * <ul>
- * <li>one appender thread at a time (the caller serializes): {@link #tryAppend}, {@link #claim}, {@link #commit},
- * {@link #abort}, {@link #force}, {@link #reset} and {@link #close};</li>
+ * <li>one appender thread at a time (the caller serializes): {@link #tryAppend}, {@link #stage},
+ * {@link #writeBatch}, {@link #claim}, {@link #commit}, {@link #abort}, {@link #force}, {@link #reset} and
+ * {@link #close};</li>
  * <li>one releaser thread at a time, may differ from the appender: {@link #release};</li>
  * <li>any number of {@link Cursor}s, each confined to one thread, on any thread;</li>
  * <li>{@link #markFlag}, {@link #flags} and the accessors: any thread.</li>
@@ -101,6 +102,10 @@ public final class RecordLog implements AutoCloseable
     public static final long NULL_LSN = 0;
 
     private static final long NO_CLAIM = -1;
+    /** {@link #stage} could not add the record to the batch: write the batch, then append it alone. */
+    public static final long NOT_STAGED = -3;
+    /** Bytes a batch of staged records holds at most: one pwrite. */
+    static final int BATCH_BYTES = 256 * 1024;
     /** {@link #forceRecords} persists the head once this much was released since (or a 16th of a smaller log). */
     static final long HEAD_PERSIST_BYTES = 4L << 20;
     /** {@link #forceRecords} persists a head that moved once this long has passed since it was last persisted. */
@@ -143,6 +148,18 @@ public final class RecordLog implements AutoCloseable
     private final ByteBuffer stagingCrcView;
     private final ByteBuffer padding;
     private final UnsafeBuffer paddingBuffer;
+    // Records staged by stage() and written together by writeBatch(): contiguous in the log from batchStart, none
+    // of them published. Appender thread only, like the staging buffer.
+    private final ByteBuffer batch;
+    private final UnsafeBuffer batchBuffer;
+    private final ByteBuffer batchCrcView;
+    private int batchRecords;
+    private long batchStart;
+    private long batchEnd;
+    private long batchFirstLsn;
+    private long batchLastLsn;
+    private long batchLastPosition;
+    private int batchLastLength;
     // The head slot is written the same way, for the same reason (force() may run on another thread than the
     // appender; forces and resets are serialized by their callers, so one buffer serves them).
     private final ByteBuffer slotStaging;
@@ -274,6 +291,9 @@ public final class RecordLog implements AutoCloseable
         this.stagingBuffer = new UnsafeBuffer(staging);
         this.stagingView = staging.duplicate();
         this.stagingCrcView = staging.duplicate();
+        this.batch = BufferUtil.allocateDirectAligned(BATCH_BYTES, STAGING_ALIGNMENT);
+        this.batchBuffer = new UnsafeBuffer(batch);
+        this.batchCrcView = batch.duplicate();
         this.padding = BufferUtil.allocateDirectAligned(RECORD_HEADER_LENGTH, 64);
         this.paddingBuffer = new UnsafeBuffer(padding);
         this.slotStaging = BufferUtil.allocateDirectAligned(SLOT_CRC_OFFSET + 4, 64);
@@ -606,6 +626,7 @@ public final class RecordLog implements AutoCloseable
         final int length)
     {
         checkNoClaim();
+        checkNoBatch();
         checkLsn(lsn);
         checkLength(length);
         final long recordPosition = reserve(length);
@@ -620,6 +641,115 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
+     * Adds a DATA record to the batch that {@link #writeBatch} writes to the file with one pwrite: a front end that
+     * takes many client writes from one socket read appends them all with one system call. Staged records are not
+     * published (cursors, {@link #tailPosition} and forces do not see them) until the batch is written, and nothing
+     * else may append meanwhile ({@link #tryAppend} and {@link #claim} refuse). Never blocks. Appender thread only.
+     *
+     * @param lsn         of the record: the previous record's + 1, staged or not.
+     * @param volume      index of the volume in the group.
+     * @param offset      byte offset in the volume.
+     * @param flags       initial flags.
+     * @param src         payload source, heap or direct; its position and limit are not used nor changed.
+     * @param srcPosition index of the first payload byte in src.
+     * @param length      payload bytes, at most {@link #maxRecordLength()}.
+     * @return the record's position once written; {@link #NO_SPACE}; or {@link #NOT_STAGED} when it does not fit
+     *     the batch (too long, the batch full, or it would start a new segment): write the batch, then
+     *     {@link #tryAppend} it.
+     */
+    public long stage(
+        final long lsn,
+        final int volume,
+        final long offset,
+        final int flags,
+        final ByteBuffer src,
+        final int srcPosition,
+        final int length)
+    {
+        checkNoClaim();
+        checkLength(length);
+        if (batchRecords == 0)
+        {
+            checkLsn(lsn);
+        }
+        else if (lsn != batchLastLsn + 1)
+        {
+            throw new IllegalArgumentException("LSN " + lsn + " does not follow the staged " + batchLastLsn +
+                " in record log " + path);
+        }
+        final long at = batchRecords == 0 ? tailPosition.get() : batchEnd;
+        final int recordLength = recordLength(length);
+        if ((batchRecords > 0 ? batchEnd - batchStart : 0) + recordLength > BATCH_BYTES ||
+            recordLength > segmentLength - offsetInSegment(at))
+        {
+            return NOT_STAGED;
+        }
+        if (at + recordLength - reusablePosition.get() > capacity)
+        {
+            return NO_SPACE;
+        }
+        if (batchRecords == 0)
+        {
+            batchStart = at;
+            batchFirstLsn = lsn;
+        }
+        final int index = (int)(at - batchStart);
+        batchBuffer.putBytes(index + RECORD_HEADER_LENGTH, src, srcPosition, length);
+        final int payloadCrc = crc(batchCrcView, index + RECORD_HEADER_LENGTH, length);
+        fillHeader(batchBuffer, batchCrcView, index, TYPE_DATA, length, volume, lsn, offset, payloadCrc, flags);
+        batchRecords++;
+        batchEnd = at + recordLength;
+        batchLastLsn = lsn;
+        batchLastPosition = at;
+        batchLastLength = length;
+        return at;
+    }
+
+    /**
+     * @return records staged and not yet written.
+     */
+    public int stagedRecords()
+    {
+        return batchRecords;
+    }
+
+    /**
+     * @return the LSN of the last record staged, or {@link #NULL_LSN} when none is.
+     */
+    public long lastStagedLsn()
+    {
+        return batchRecords == 0 ? NULL_LSN : batchLastLsn;
+    }
+
+    /**
+     * Writes the staged records to the file with one pwrite and publishes them; nothing when none is staged. A
+     * crash during the write leaves a prefix of them, as separate appends would: recovery checks each record. On a
+     * write error the batch is dropped, as if never staged (the next record takes the first staged LSN), and the
+     * error is thrown. Appender thread only.
+     *
+     * @return the records written.
+     */
+    public int writeBatch()
+    {
+        final int records = batchRecords;
+        if (records == 0)
+        {
+            return 0;
+        }
+        batchRecords = 0;
+        final long tail = tailPosition.get();
+        // The bytes between a record's payload and the next record (alignment) are whatever the buffer held: no
+        // reader looks at them, as none looks at the same bytes of a record appended alone.
+        writeFully(batch, (int)(batchEnd - batchStart), fileOffset(batchStart));
+        if (headLsn.get() == NULL_LSN)
+        {
+            writeHead(headPosition.get(), batchFirstLsn); // The first record of a new log fixes the LSN space.
+        }
+        advanceTail(tail, batchLastPosition, batchLastLsn, batchLastLength);
+        return records;
+    }
+
+    /**
      * Claims room for a payload of the given length, to be filled (e.g. straight from the network) and then
      * {@link #commit}ted or {@link #abort}ed. The view is a staging buffer of the log, not the mapping: commit
      * writes header and payload to the file in one system call. Appender thread only.
@@ -630,6 +760,7 @@ public final class RecordLog implements AutoCloseable
     public ByteBuffer claim(final int length)
     {
         checkNoClaim();
+        checkNoBatch();
         checkLength(length);
         final long recordPosition = reserve(length);
         if (recordPosition < 0)
@@ -1246,6 +1377,7 @@ public final class RecordLog implements AutoCloseable
             throw new IllegalArgumentException("position " + tail + " is behind the tail or misaligned");
         }
         claimRecordPosition = NO_CLAIM;
+        batchRecords = 0;
         forceRange(forcedPosition, tailPosition.get());
         forcedPosition = tail;
         tailPosition.lazySet(tail);
@@ -2009,6 +2141,15 @@ public final class RecordLog implements AutoCloseable
         if (claimRecordPosition != NO_CLAIM)
         {
             throw new IllegalStateException("a claim is open on record log " + path + ": commit or abort it first");
+        }
+    }
+
+    private void checkNoBatch()
+    {
+        if (batchRecords != 0)
+        {
+            throw new IllegalStateException(batchRecords + " records are staged on record log " + path +
+                ": write the batch first");
         }
     }
 

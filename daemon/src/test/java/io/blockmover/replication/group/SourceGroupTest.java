@@ -526,6 +526,89 @@ class SourceGroupTest
         return p.waitFor() == 0;
     }
 
+    /**
+     * A front end that submits volume writes itself stages their records as it begins them and has them written with
+     * one pwrite before it submits (beforeSubmit): none is visible before, all are after, in order. Another append
+     * (here a worker's write) writes the batch first, so LSN order holds across both paths.
+     */
+    @Test
+    void shouldWriteTheRecordsOfBegunWritesTogetherBeforeTheirSubmission() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 8L << 20);
+        final NbdExport export = group.export(0);
+        final DirectIo[] slots = {export.newDirectIo(), export.newDirectIo(), export.newDirectIo()};
+        for (int i = 0; i < 2; i++)
+        {
+            assertTrue(slots[i].beginWrite(i * 8192L, pattern(10 + i, 4096), 4096, false));
+        }
+        assertEquals(0, group.log().tailLsn(), "staged, not yet written");
+        slots[0].beforeSubmit();
+        assertEquals(2, group.log().tailLsn(), "both written by one call");
+        assertTrue(slots[2].beginWrite(3 * 8192L, pattern(12, 4096), 4096, false));
+        export.write(5 * 8192L, pattern(13, 4096), 4096, false); // A worker's write: the staged one goes first.
+        assertEquals(4, group.log().tailLsn());
+        slots[2].beforeSubmit(); // Nothing left to write.
+        for (int i = 0; i < 3; i++)
+        {
+            final long offset = (i < 2 ? i : 3) * 8192L;
+            group.volume(0).write(offset, pattern(10 + i, 4096), 4096);
+            assertTrue(slots[i].endWrite(4096, null));
+        }
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        final long[] offsets = {0, 8192, 3 * 8192, 5 * 8192};
+        for (int lsn = 1; lsn <= 4; lsn++)
+        {
+            assertTrue(cursor.next());
+            assertEquals(lsn, cursor.lsn());
+            assertEquals(offsets[lsn - 1], cursor.offset());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "LSN " + lsn + " flagged written");
+        }
+        assertFalse(cursor.next());
+        assertFalse(group.hasWritesInFlight());
+    }
+
+    /**
+     * The log's disk refuses a batch of staged records: their writes go on, tracked by the bitmap, and their LSNs go
+     * to the next records, so the partner never sees a gap.
+     */
+    @Test
+    void shouldTrackTheWritesOfABatchTheLogsDiskRefusesInTheBitmap() throws Exception
+    {
+        group = open(GroupMode.SYNC, 8L << 20);
+        final NbdExport export = group.export(0);
+        final DirectIo first = export.newDirectIo();
+        final DirectIo second = export.newDirectIo();
+        assertTrue(first.beginWrite(0, pattern(1, 4096), 4096, false));
+        assertTrue(second.beginWrite(2L * REGION, pattern(2, 4096), 4096, false));
+        final Path logFile = group.log().path();
+        assumeTrue(chattr("+i", logFile), "chattr +i needs root and a file system that has the flag");
+        try
+        {
+            first.beforeSubmit();
+        }
+        finally
+        {
+            assertTrue(chattr("-i", logFile));
+        }
+        assertEquals(2, group.logAppendFailures.get());
+        assertTrue(group.dirty(0).get(0) && group.dirty(0).get(2), "both regions to be resent");
+        group.volume(0).write(0, pattern(1, 4096), 4096);
+        assertTrue(first.endWrite(4096, null), "no record, so no partner's ACK to wait for");
+        group.volume(0).write(2L * REGION, pattern(2, 4096), 4096);
+        assertTrue(second.endWrite(4096, null));
+        assertFalse(group.hasWritesInFlight());
+
+        assertTrue(first.beginWrite(4L * REGION, pattern(3, 4096), 4096, false));
+        first.beforeSubmit();
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        assertTrue(cursor.next());
+        assertEquals(1, cursor.lsn(), "the refused records' LSNs are taken again");
+        assertEquals(4L * REGION, cursor.offset());
+        assertFalse(cursor.next());
+    }
+
     @Test
     void shouldResendADirtyRegionAsOneRecordAndClearItsBit() throws IOException
     {

@@ -3,6 +3,7 @@ package io.blockmover.replication.log;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -437,6 +438,204 @@ class RecordLogTest
             assertTrue(log.isEmpty());
             assertEquals(records + 1, log.headLsn());
         }
+    }
+
+    /**
+     * A batch: records staged one by one, then written with one pwrite. Nothing is visible or appendable around it
+     * until it is written; then every record reads back, and recovers, as if appended alone.
+     */
+    @Test
+    void shouldPublishStagedRecordsOnlyOnceTheirBatchIsWritten()
+    {
+        final int[] lengths = {4096, 1, 600, 65536 - 100, 4096};
+        try (RecordLog log = openSmall("batch.log"))
+        {
+            final RecordLog.Cursor cursor = log.newCursor();
+            long expected = 0;
+            for (int i = 0; i < lengths.length; i++)
+            {
+                final long lsn = i + 1;
+                fill(payload, lsn, lengths[i]);
+                assertEquals(expected, log.stage(lsn, (int)(lsn % 5), lsn * 512, 0, payload, 0, lengths[i]));
+                expected += recordLength(lengths[i]);
+            }
+            assertEquals(5, log.stagedRecords());
+            assertEquals(5, log.lastStagedLsn());
+            assertFalse(cursor.next(), "nothing published before the batch is written");
+            assertEquals(0, log.tailPosition());
+            assertThrows(IllegalStateException.class, () -> log.tryAppend(6, 0, 0, 0, payload, 0, 10));
+            assertThrows(IllegalStateException.class, () -> log.claim(10));
+            assertThrows(IllegalArgumentException.class, () -> log.stage(7, 0, 0, 0, payload, 0, 10),
+                "LSNs follow the staged ones");
+
+            assertEquals(5, log.writeBatch());
+            assertEquals(0, log.writeBatch(), "nothing left");
+            assertEquals(expected, log.tailPosition());
+            assertEquals(5, log.tailLsn());
+            for (int i = 0; i < lengths.length; i++)
+            {
+                assertTrue(cursor.next());
+                assertEquals(i + 1, cursor.lsn());
+                assertTrue(cursor.verifyPayload());
+                assertPattern(cursor.payload(), i + 1, lengths[i]);
+                assertEquals((i + 1) * 512L, cursor.offset());
+            }
+            assertTrue(append(log, 6, 100) >= 0, "appends go on after it");
+        }
+        try (RecordLog log = openSmall("batch.log"))
+        {
+            assertEquals(6, log.recovery().records());
+            assertEquals(1, log.recovery().firstLsn());
+        }
+    }
+
+    /**
+     * A batch stops where a record would not fit it or its segment: the caller writes it and appends that record
+     * alone (with padding). Many laps of random batches and sizes, read and released as they go, then recovered.
+     */
+    @Test
+    void shouldStageBatchesAcrossSegmentsAndLapsAndRecoverEveryRecord()
+    {
+        final Random random = new Random(7);
+        final List<Integer> lengths = new ArrayList<>();
+        long nextRead = 1;
+        try (RecordLog log = openSmall("batches.log"))
+        {
+            final RecordLog.Cursor cursor = log.newCursor();
+            long lsn = 1;
+            int notStaged = 0;
+            while (lsn <= 4000)
+            {
+                final int batch = 1 + random.nextInt(12);
+                for (int i = 0; i < batch; i++)
+                {
+                    final int length = random.nextInt(4) == 0 ? random.nextInt(MAX_RECORD_LENGTH + 1) : 4096;
+                    fill(payload, lsn, length);
+                    long position = log.stage(lsn, (int)(lsn % 5), lsn * 512, 0, payload, 0, length);
+                    if (position == RecordLog.NOT_STAGED)
+                    {
+                        notStaged++;
+                        log.writeBatch();
+                        position = log.tryAppend(lsn, (int)(lsn % 5), lsn * 512, 0, payload, 0, length);
+                    }
+                    if (position == RecordLog.NO_SPACE)
+                    {
+                        break;
+                    }
+                    final long start = position % CAPACITY;
+                    assertEquals(start / SEGMENT_LENGTH, (start + recordLength(length) - 1) / SEGMENT_LENGTH,
+                        "record crosses a segment end");
+                    lengths.add(length);
+                    lsn++;
+                }
+                log.writeBatch();
+                final int reads = random.nextInt(batch + 4);
+                for (int i = 0; i < reads && cursor.next(); i++)
+                {
+                    assertEquals(nextRead, cursor.lsn());
+                    assertEquals(lengths.get((int)(nextRead - 1)), cursor.length());
+                    assertTrue(cursor.verifyPayload(), "LSN " + nextRead);
+                    assertPattern(cursor.payload(), nextRead, cursor.length());
+                    log.release(cursor.position());
+                    nextRead++;
+                }
+                log.force();
+            }
+            assertTrue(log.tailPosition() > 10 * CAPACITY, "wrapped many times: " + log.tailPosition());
+            assertTrue(notStaged > 10, "batches ended early: " + notStaged);
+        }
+        try (RecordLog log = openSmall("batches.log"))
+        {
+            final RecordLog.Cursor cursor = log.newCursor();
+            cursor.position(log.headPosition());
+            long read = nextRead;
+            while (cursor.next())
+            {
+                assertEquals(read, cursor.lsn());
+                assertTrue(cursor.verifyPayload());
+                assertPattern(cursor.payload(), read, lengths.get((int)(read - 1)));
+                read++;
+            }
+            assertEquals(lengths.size() + 1, read, "every record not released is recovered");
+        }
+    }
+
+    /**
+     * A batch torn by a crash (its pwrite only partly reached the file) recovers as a prefix of its records, as
+     * separate appends would: recovery checks each record.
+     */
+    @Test
+    void shouldRecoverAPrefixOfABatchWhoseWriteWasTorn() throws IOException
+    {
+        final Path file = dir.resolve("torn.log");
+        try (RecordLog log = openSmall("torn.log"))
+        {
+            for (long lsn = 1; lsn <= 4; lsn++)
+            {
+                fill(payload, lsn, 4096);
+                log.stage(lsn, 0, lsn * 4096, 0, payload, 0, 4096);
+            }
+            log.writeBatch();
+            log.force();
+        }
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE))
+        {
+            // The third record's payload never reached the disk: its last page is zeros.
+            channel.write(ByteBuffer.allocate(4096), FILE_HEADER_LENGTH + 2L * recordLength(4096) + 64 + 2048);
+        }
+        try (RecordLog log = openSmall("torn.log"))
+        {
+            assertEquals(2, log.recovery().records());
+            assertEquals(2, log.tailLsn());
+            fill(payload, 3, 4096);
+            assertTrue(log.stage(3, 0, 3 * 4096, 0, payload, 0, 4096) >= 0, "the next batch takes LSN 3");
+            log.writeBatch();
+            assertEquals(3, log.tailLsn());
+        }
+    }
+
+    /**
+     * The file refuses the batch's write (made immutable: EPERM, as a failing disk gives EIO). The batch is dropped
+     * as if never staged, the error is thrown, and the next records take its LSNs and its place.
+     */
+    @Test
+    void shouldDropABatchTheFileRefusesAndGiveItsLsnsToTheNextRecords() throws Exception
+    {
+        final Path file = dir.resolve("refused.log");
+        try (RecordLog log = openSmall("refused.log"))
+        {
+            assertTrue(append(log, 1, 100) >= 0);
+            fill(payload, 2, 4096);
+            log.stage(2, 0, 0, 0, payload, 0, 4096);
+            log.stage(3, 0, 0, 0, payload, 0, 4096);
+            assumeTrue(chattr("+i", file), "chattr +i needs root and a file system that has the flag");
+            try
+            {
+                assertThrows(UncheckedIOException.class, log::writeBatch);
+            }
+            finally
+            {
+                assertTrue(chattr("-i", file));
+            }
+            assertEquals(0, log.stagedRecords());
+            assertEquals(1, log.tailLsn());
+            fill(payload, 2, 4096);
+            assertEquals(recordLength(100), log.stage(2, 0, 0, 0, payload, 0, 4096));
+            assertEquals(1, log.writeBatch());
+            final RecordLog.Cursor cursor = log.newCursor();
+            assertTrue(cursor.next());
+            assertTrue(cursor.next());
+            assertEquals(2, cursor.lsn());
+            assertPattern(cursor.payload(), 2, 4096);
+            assertFalse(cursor.next());
+        }
+    }
+
+    private static boolean chattr(final String flag, final Path file) throws IOException, InterruptedException
+    {
+        final Process p = new ProcessBuilder("chattr", flag, file.toString()).redirectErrorStream(true).start();
+        p.getInputStream().readAllBytes();
+        return p.waitFor() == 0;
     }
 
     /**
