@@ -571,9 +571,14 @@ public final class SourceGroup implements AutoCloseable
         {
             // Still staged: its front end ended it without beforeSubmit (it never should). Written now, or its flag
             // would go to bytes that the batch then overwrites.
+            final int written;
             synchronized (appendLock)
             {
-                writeStaged();
+                written = writeStaged();
+            }
+            if (written > 0)
+            {
+                shipperWakeup.run();
             }
         }
         try
