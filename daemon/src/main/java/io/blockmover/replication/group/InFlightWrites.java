@@ -105,7 +105,7 @@ final class InFlightWrites
     /**
      * Multiplicative hashing: neighbouring blocks, the common case in flight together, land far apart.
      */
-    static int index(final int bits, final int vol, final long unit)
+    private static int index(final int bits, final int vol, final long unit)
     {
         return (int)(((unit + vol * GOLDEN) * MIX) >>> (Long.SIZE - bits));
     }

@@ -96,8 +96,8 @@ public final class SourceGroup implements AutoCloseable
     private final AtomicIntegerArray[] inflight;
     private final InFlightWrites inFlight = new InFlightWrites();
     // Writes whose records are staged in the log, not yet written (writeStaged). Guarded by appendLock.
+    // As many as the log has staged (RecordLog#stagedRecords).
     private final WriteInProgress[] staged = new WriteInProgress[MAX_STAGED_RECORDS];
-    private int stagedCount;
     // Monitors, not ReentrantLocks: a contended ReentrantLock allocates a queue node, and the write path must not
     // allocate.
     private final Object appendLock = new Object();
@@ -366,7 +366,7 @@ public final class SourceGroup implements AutoCloseable
             w.length = length;
             w.fua = fua;
             w.recordFlags = recordFlags;
-            append(w, src, true);
+            append(w, src, true, false);
             Throwable failure = null;
             try
             {
@@ -411,16 +411,9 @@ public final class SourceGroup implements AutoCloseable
      *
      * @param mayWait whether it may wait for an overlapping write in flight or a resync fence; when not, it returns
      *                false instead, having changed nothing that matters (its regions may be hot: harmless).
+     * @param stage   whether to stage the record for the front end's next {@link DirectIo#beforeSubmit}, which
+     *                writes every staged record with one pwrite, rather than write it now.
      * @return true once appended.
-     */
-    private boolean append(final WriteInProgress w, final ByteBuffer src, final boolean mayWait) throws IOException
-    {
-        return append(w, src, mayWait, false);
-    }
-
-    /**
-     * @param stage whether to stage the record for the front end's next {@link DirectIo#beforeSubmit}, which writes
-     *              every staged record with one pwrite, rather than write it now.
      */
     private boolean append(final WriteInProgress w, final ByteBuffer src, final boolean mayWait, final boolean stage)
         throws IOException
@@ -495,7 +488,7 @@ public final class SourceGroup implements AutoCloseable
                 appendedTo = log;
                 try
                 {
-                    position = stage && stagedCount < staged.length ?
+                    position = stage && log.stagedRecords() < staged.length ?
                         log.stage(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length) : RecordLog.NOT_STAGED;
                     if (position == RecordLog.NOT_STAGED || position == RecordLog.NO_SPACE)
                     {
@@ -508,7 +501,7 @@ public final class SourceGroup implements AutoCloseable
                     }
                     else if (position >= 0)
                     {
-                        staged[stagedCount++] = w;
+                        staged[log.stagedRecords() - 1] = w;
                         wasStaged = true;
                     }
                 }
@@ -571,15 +564,7 @@ public final class SourceGroup implements AutoCloseable
         {
             // Still staged: its front end ended it without beforeSubmit (it never should). Written now, or its flag
             // would go to bytes that the batch then overwrites.
-            final int written;
-            synchronized (appendLock)
-            {
-                written = writeStaged();
-            }
-            if (written > 0)
-            {
-                shipperWakeup.run();
-            }
+            publishStaged();
         }
         try
         {
@@ -713,12 +698,11 @@ public final class SourceGroup implements AutoCloseable
      */
     private int writeStaged()
     {
-        final int n = stagedCount;
+        final int n = log.stagedRecords();
         if (n == 0)
         {
             return 0;
         }
-        stagedCount = 0;
         try
         {
             log.writeBatch();
@@ -743,6 +727,22 @@ public final class SourceGroup implements AutoCloseable
             Arrays.fill(staged, 0, n, null);
         }
         return n;
+    }
+
+    /**
+     * Writes the staged records, then wakes the shipper once for all of them: one wake-up, one send.
+     */
+    private void publishStaged()
+    {
+        final int written;
+        synchronized (appendLock)
+        {
+            written = writeStaged();
+        }
+        if (written > 0)
+        {
+            shipperWakeup.run();
+        }
     }
 
     private void resyncAfterFailedWrite(final int vol, final int firstRegion, final int lastRegion)
@@ -2114,15 +2114,7 @@ public final class SourceGroup implements AutoCloseable
         @Override
         public void beforeSubmit()
         {
-            final int written;
-            synchronized (appendLock)
-            {
-                written = writeStaged();
-            }
-            if (written > 0)
-            {
-                shipperWakeup.run(); // Once for the batch: one wake-up of the shipper, one send of all of them.
-            }
+            publishStaged();
         }
     }
 

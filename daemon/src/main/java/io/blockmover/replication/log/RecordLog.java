@@ -156,7 +156,6 @@ public final class RecordLog implements AutoCloseable
     private int batchRecords;
     private long batchStart;
     private long batchEnd;
-    private long batchFirstLsn;
     private long batchLastLsn;
     private long batchLastPosition;
     private int batchLastLength;
@@ -691,7 +690,6 @@ public final class RecordLog implements AutoCloseable
         if (batchRecords == 0)
         {
             batchStart = at;
-            batchFirstLsn = lsn;
         }
         final int index = (int)(at - batchStart);
         batchBuffer.putBytes(index + RECORD_HEADER_LENGTH, src, srcPosition, length);
@@ -741,11 +739,7 @@ public final class RecordLog implements AutoCloseable
         // The bytes between a record's payload and the next record (alignment) are whatever the buffer held: no
         // reader looks at them, as none looks at the same bytes of a record appended alone.
         writeFully(batch, (int)(batchEnd - batchStart), fileOffset(batchStart));
-        if (headLsn.get() == NULL_LSN)
-        {
-            writeHead(headPosition.get(), batchFirstLsn); // The first record of a new log fixes the LSN space.
-        }
-        advanceTail(tail, batchLastPosition, batchLastLsn, batchLastLength);
+        advanceTail(tail, batchLastPosition, batchLastLsn - records + 1, batchLastLsn, batchLastLength);
         return records;
     }
 
@@ -820,7 +814,7 @@ public final class RecordLog implements AutoCloseable
         fillHeader(stagingBuffer, stagingCrcView, 0, TYPE_DATA, length, volume, lsn, offset, payloadCrc, flags);
         // One pwrite of header and payload; recovery checks both CRCs, so a torn write is the tail, as before.
         writeFully(staging, RECORD_HEADER_LENGTH + length, fileOffset(recordPosition));
-        return advanceTail(tail, recordPosition, lsn, length);
+        return advanceTail(tail, recordPosition, lsn, lsn, length);
     }
 
     /**
@@ -1894,12 +1888,17 @@ public final class RecordLog implements AutoCloseable
         return tail + padding;
     }
 
-    private long advanceTail(final long tail, final long recordPosition, final long lsn, final int length)
+    /**
+     * Publishes the records written from the tail through the one at {@code recordPosition}, LSNs
+     * {@code firstLsn..lsn}.
+     */
+    private long advanceTail(final long tail, final long recordPosition, final long firstLsn, final long lsn,
+        final int length)
     {
         if (headLsn.get() == NULL_LSN)
         {
             // The first record of a new log fixes the LSN space; nothing can be released before it is published.
-            writeHead(headPosition.get(), lsn);
+            writeHead(headPosition.get(), firstLsn);
         }
         nextLsn = lsn + 1;
         tailLsn.lazySet(lsn);
