@@ -1194,6 +1194,11 @@ final class SourceGroupHandle
         if (group != null)
         {
             group.close();
+            if (group.isClosePending())
+            {
+                conductor.log("group " + config.name + ": reads or writes are still in its volumes' disks after " +
+                    "10 s; its files stay open until they end (a disk this slow is failing: see dmesg)");
+            }
             group = null;
             store.saveRun(config.name, true);
         }

@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
@@ -160,6 +161,10 @@ public final class SourceGroup implements AutoCloseable
     /** Longest {@link #close} waits for client writes and FLUSHes under way to end. */
     private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
     private final AtomicInteger clientOperations = new AtomicInteger();
+    private long closeWaitNs = CLOSE_WAIT_NS;
+    /** Set by a close that found client operations still under way after closeWaitNs: the last to end closes. */
+    private volatile boolean closeDeferred;
+    private final AtomicBoolean filesClosed = new AtomicBoolean();
     final AtomicLong writes = new AtomicLong();
     final AtomicLong bytesWritten = new AtomicLong();
     final AtomicLong untrackedByLog = new AtomicLong();
@@ -402,7 +407,19 @@ public final class SourceGroup implements AutoCloseable
 
     private void exit()
     {
-        clientOperations.decrementAndGet();
+        if (clientOperations.decrementAndGet() == 0 && closeDeferred)
+        {
+            try
+            {
+                closeFiles(); // The last operation a timed-out close left behind.
+            }
+            catch (final RuntimeException ex)
+            {
+                // Not this operation's failure, and nobody waits for the close any more: said, not thrown.
+                System.getLogger("blockmoverd").log(System.Logger.Level.WARNING, "group " + config.name +
+                    ": cannot close its files after its last write ended: " + ex);
+            }
+        }
     }
 
     /**
@@ -2018,10 +2035,50 @@ public final class SourceGroup implements AutoCloseable
         closed = true;
         wakeAllWaiters();
         // Writes and FLUSHes under way end soon (those waiting for the partner were just woken, and fail).
-        final long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
+        final long deadlineNs = System.nanoTime() + closeWaitNs;
         while (clientOperations.get() > 0 && System.nanoTime() < deadlineNs)
         {
             LockSupport.parkNanos(100_000);
+        }
+        if (clientOperations.get() > 0)
+        {
+            // A disk that holds a write this long (failing, or a network disk gone) must not crash the daemon when
+            // the write ends: its reaper would mark the record in an unmapped log. The files stay open until the
+            // last such operation ends, which closes them (exit). Checked again after the flag is set: an exit
+            // that ended before it saw the flag leaves the close to this thread.
+            closeDeferred = true;
+            if (clientOperations.get() > 0)
+            {
+                return;
+            }
+        }
+        closeFiles();
+    }
+
+    /**
+     * @return whether {@link #close} left the files open for client operations still under way, until they end.
+     */
+    public boolean isClosePending()
+    {
+        return closeDeferred && !filesClosed.get();
+    }
+
+    /**
+     * How long {@link #close} waits for client operations under way before it leaves the files to the last of them.
+     */
+    void closeWaitNs(final long nanos)
+    {
+        closeWaitNs = nanos;
+    }
+
+    /**
+     * Forces and closes the files, once: from {@link #close}, or from the last client operation it left under way.
+     */
+    private void closeFiles()
+    {
+        if (!filesClosed.compareAndSet(false, true))
+        {
+            return;
         }
         flushLogForcer.close();
         forceLog();

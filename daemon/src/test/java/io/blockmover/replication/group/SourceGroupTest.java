@@ -569,6 +569,36 @@ class SourceGroupTest
     }
 
     /**
+     * A close that gives up waiting for a direct write still in the disk leaves the files to it: before, it unmapped
+     * the log under the write, whose end then read the record's flags from the unmapped page and crashed the JVM.
+     */
+    @Test
+    void shouldLeaveItsFilesOpenToAWriteStillInTheDiskAfterItsCloseGaveUpWaiting() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 8L << 20);
+        group.closeWaitNs(TimeUnit.MILLISECONDS.toNanos(20));
+        final DirectIo slot = group.export(0).newDirectIo();
+        assertTrue(slot.beginWrite(8192, pattern(21, 4096), 4096, false));
+        slot.beforeSubmit();
+        group.close();
+        assertTrue(group.isClosePending(), "the write is still under way");
+        group.volume(0).write(8192, pattern(21, 4096), 4096); // The disk ends it: its descriptor is still open.
+        assertTrue(slot.endWrite(4096, null));
+        assertFalse(group.isClosePending(), "closed by the write's end");
+        assertThrows(NbdErrorException.class, () -> slot.beginWrite(0, pattern(22, 4096), 4096, false));
+        final Path logFile = group.log().path();
+        group = null;
+        try (RecordLog reopened = RecordLog.open(logFile, 8L << 20, REGION))
+        {
+            final RecordLog.Cursor cursor = reopened.newCursor();
+            cursor.position(reopened.headPosition());
+            assertTrue(cursor.next());
+            assertEquals(1, cursor.lsn());
+            assertTrue((cursor.flags() & SourceGroup.RECORD_WRITTEN) != 0, "flagged written before the close");
+        }
+    }
+
+    /**
      * The log's disk refuses a batch of staged records: their writes go on, tracked by the bitmap, and their LSNs go
      * to the next records, so the partner never sees a gap.
      */
