@@ -10,6 +10,7 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -118,7 +119,8 @@ final class NbdConnection implements Runnable
 
     private NbdExport export;
     private boolean noZeroes;
-    private boolean ioErrorLogged;
+    // Set by whichever of the reader, the reaper and the workers fails first.
+    private final AtomicBoolean ioErrorLogged = new AtomicBoolean();
     private ByteBuffer memory;
     private Thread[] workers;
     private Thread replier;
@@ -1283,9 +1285,8 @@ final class NbdConnection implements Runnable
     private void ioFailed(final NbdRequest request, final Exception ex)
     {
         // Counted always; logged once per connection, as a failing disk fails every request.
-        if (!ioErrorLogged)
+        if (!ioErrorLogged.get() && ioErrorLogged.compareAndSet(false, true))
         {
-            ioErrorLogged = true;
             server.logger().log(System.Logger.Level.WARNING, "{0}: {1} of {2} bytes at {3} failed: {4}", name,
                 commandName(request.type), request.length, request.offset, ex.toString());
         }
