@@ -5,6 +5,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -15,7 +19,9 @@ import static io.blockmover.it.GroupChecks.awaitReplicated;
 import static io.blockmover.it.GroupChecks.number;
 import static io.blockmover.it.Volumes.MIB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Full disks, for real: volumes are sparse files on small tmpfs mounts, so a write past the space the mount has
@@ -40,6 +46,8 @@ class FullDiskIT
     private static Path smallDestination2;
     private static Path smallDestination3;
     private static Path smallTarget;
+    /** A small ext4 on a loop device, which fsfreeze can freeze (tmpfs cannot); null without a loop device. */
+    private static Path freezable;
     private static Testbed testbed;
 
     @BeforeAll
@@ -54,6 +62,7 @@ class FullDiskIT
         smallDestination2 = mount(mounts.resolve("destination2"), "6m");
         smallDestination3 = mount(mounts.resolve("destination3"), "6m");
         smallTarget = mount(mounts.resolve("target"), "6m");
+        freezable = mountExt4(mounts.resolve("freezable"), mounts.resolve("freezable.ext4"));
         // reconnect.max.interval stays at its default (10 s): the copy test checks that retries slow down.
         testbed = Testbed.up("full", "--set", "peer.timeout=2s", "--set", "heartbeat.interval=500ms");
     }
@@ -69,6 +78,29 @@ class FullDiskIT
         {
             Run.of(30, List.of("umount", mounts.resolve(name).toString()));
         }
+        if (freezable != null)
+        {
+            Run.of(30, List.of("fsfreeze", "--unfreeze", freezable.toString())); // Refused when not frozen.
+            Run.of(30, List.of("umount", freezable.toString()));
+        }
+        Run.of(30, List.of("rm", "-f", mounts.resolve("freezable.ext4").toString()));
+    }
+
+    /**
+     * @return the mount point, or null when the file system cannot be made or mounted (no loop device).
+     */
+    private static Path mountExt4(final Path dir, final Path image) throws IOException
+    {
+        Run.of(30, List.of("umount", dir.toString()));
+        Files.createDirectories(dir);
+        Files.deleteIfExists(image);
+        Run.of(30, List.of("truncate", "-s", "64M", image.toString())).expect(0);
+        if (Run.of(60, List.of("mkfs.ext4", "-q", "-F", image.toString())).exitCode() != 0 ||
+            Run.of(30, List.of("mount", "-o", "loop", image.toString(), dir.toString())).exitCode() != 0)
+        {
+            return null;
+        }
+        return dir;
     }
 
     private static Path mount(final Path dir, final String size) throws IOException
@@ -107,6 +139,67 @@ class FullDiskIT
             raf.setLength(size);
         }
         return file;
+    }
+
+    /**
+     * A disk that holds a write (failing, or a network disk gone; here a frozen file system, on which a write waits
+     * in the kernel until it thaws) must not take the daemon down when the write's group stops: the stop waits 10 s
+     * for it, then leaves the group's files to it, and the write's end closes them. Before, the stop unmapped the
+     * log under the write, whose end then crashed the daemon (SIGSEGV on the connection's reaper).
+     */
+    @Test
+    void shouldStopAGroupWhoseVolumeHoldsAWriteAndServeOn() throws Exception
+    {
+        assumeTrue(freezable != null, "needs a loop device, to mount an ext4 that fsfreeze can freeze");
+        final String name = "held";
+        final Path source = Volumes.zeros(freezable.resolve(name + "-src.img"), 8 * MIB);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), 8 * MIB);
+        final Map<String, Object> created = seededSyncGroup(name, source, destination, "64m");
+        final ExecutorService writer = Executors.newSingleThreadExecutor();
+        try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
+        {
+            final long lastBefore = lastLsn(name);
+            final byte[] block = new byte[4096];
+            java.util.Arrays.fill(block, (byte)0x5a);
+            Run.of(30, List.of("fsfreeze", "--freeze", freezable.toString())).expect(0);
+            final Future<Integer> write;
+            try
+            {
+                write = writer.submit(() -> client.write(4096, block));
+                Testbed.await("the write's record in the log", 30, () -> lastLsn(name) > lastBefore);
+                assertFalse(write.isDone(), "the frozen file system holds the volume write");
+                testbed.cli("site-a", "group", "delete", name).expect(0);
+                assertTrue(testbed.log("site-a").contains("group " + name + ": reads or writes are still in its " +
+                    "volumes' disks after 10 s; its files stay open until they end"), testbed.logTail("site-a", 20));
+                assertFalse(write.isDone(), "still held");
+            }
+            finally
+            {
+                Run.of(30, List.of("fsfreeze", "--unfreeze", freezable.toString())).expect(0);
+            }
+            assertEquals(0, write.get(60, TimeUnit.SECONDS), "the write, once the disk gave it back");
+            // Alive, and its exports still served: a new group on the same daemon replicates.
+            testbed.cli("site-a", "status").expect(0);
+            final Path again = Volumes.random(testbed.dir.resolve(name + "-again-src.img"), 4 * MIB, 18);
+            final Path againDst = Volumes.zeros(testbed.dir.resolve(name + "-again-dst.img"), 4 * MIB);
+            GroupChecks.create(testbed, name + "2", "--mode", "sync", "--log-size", "64m",
+                "--volume", again + "=" + againDst);
+            awaitReplicated(testbed, name + "2", 60);
+            GroupChecks.assertSameVolumes(new Path[] {again}, new Path[] {againDst}, 4 * MIB);
+            GroupChecks.delete(testbed, name + "2");
+        }
+        finally
+        {
+            writer.shutdownNow();
+            testbed.call("site-b", "group-delete", Map.of("name", name));
+        }
+    }
+
+    private static long lastLsn(final String name)
+    {
+        @SuppressWarnings("unchecked")
+        final Map<String, Object> lsn = (Map<String, Object>)testbed.group("site-a", name).get("lsn");
+        return number(lsn, "last");
     }
 
     @Test
