@@ -1197,7 +1197,8 @@ final class SourceGroupHandle
             if (group.isClosePending())
             {
                 conductor.log("group " + config.name + ": reads or writes are still in its volumes' disks after " +
-                    "10 s; its files stay open until they end (a disk this slow is failing: see dmesg)");
+                    TimeUnit.NANOSECONDS.toSeconds(group.closeWaitNs()) + " s; its files stay open until they end " +
+                    "(a disk this slow is failing: see dmesg)");
             }
             group = null;
             store.saveRun(config.name, true);

@@ -3,6 +3,7 @@ package io.blockmover.it;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -160,7 +161,7 @@ class FullDiskIT
         {
             final long lastBefore = lastLsn(name);
             final byte[] block = new byte[4096];
-            java.util.Arrays.fill(block, (byte)0x5a);
+            Arrays.fill(block, (byte)0x5a);
             Run.of(30, List.of("fsfreeze", "--freeze", freezable.toString())).expect(0);
             final Future<Integer> write;
             try

@@ -2064,7 +2064,16 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
-     * How long {@link #close} waits for client operations under way before it leaves the files to the last of them.
+     * @return how long {@link #close} waits for client operations under way before it leaves the files to the last
+     *     of them.
+     */
+    public long closeWaitNs()
+    {
+        return closeWaitNs;
+    }
+
+    /**
+     * Sets {@link #closeWaitNs()}: for tests, which cannot wait 10 s.
      */
     void closeWaitNs(final long nanos)
     {
