@@ -674,7 +674,11 @@ final class GroupCommand implements Callable<Integer>
             "Stops replicating, removes its NBD exports, log and bitmaps, and releases its volumes. Run it on",
             "both hosts (the destination keeps its side until deleted there). Deleted on the destination first,",
             "the group stays deleted there: its source shows 'degraded' with the reason until it is deleted too,",
-            "and a group created again on the source afterwards replicates anew."})
+            "and a group created again on the source afterwards replicates anew.",
+            "",
+            "A group still being created (its logs being written, its partner not yet accepting it) is cancelled:",
+            "its 'group create' answers CANCELLED, and its partner lets the log it began go once unasked for",
+            "group.log.unclaimed.keep."})
     static final class Delete extends NamedAction
     {
         Delete()

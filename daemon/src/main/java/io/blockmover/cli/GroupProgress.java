@@ -177,10 +177,14 @@ abstract class GroupProgress implements AutoCloseable
         }
     }
 
-    /** group create: each host's log, one after the other, from the creating status's log_* fields. */
+    /**
+     * group create: the hosts' logs, from the creating status's log_* fields: both at once while this host writes
+     * its own and the partner says how far its is (partner_log_written), then whichever is left.
+     */
     private static final class LogWritten extends GroupProgress
     {
         private String host;
+        private String peer;
 
         LogWritten(final Path socket, final String group, final PrintStream out)
         {
@@ -196,19 +200,31 @@ abstract class GroupProgress implements AutoCloseable
                 return;
             }
             final String logHost = String.valueOf(status.get("log_host"));
-            if (!logHost.equals(host))
+            final String both = status.get("partner_log_written") instanceof Number ?
+                String.valueOf(status.get("peer")) : null;
+            if (!logHost.equals(host) || !java.util.Objects.equals(both, peer))
             {
-                // The other host's log starts from zero.
+                // Another log (or the partner's joining this one's) starts a line of its own.
                 newLine();
                 host = logHost;
+                peer = both;
             }
-            draw(written.longValue(), size.longValue(), false);
+            if (peer != null)
+            {
+                draw(written.longValue() + ((Number)status.get("partner_log_written")).longValue(),
+                    2 * size.longValue(), false);
+            }
+            else
+            {
+                draw(written.longValue(), size.longValue(), false);
+            }
         }
 
         @Override
         String doing()
         {
-            return "writing the group's log on " + host;
+            return peer != null ? "writing the group's logs on " + host + " and " + peer : "writing the group's log " +
+                "on " + host;
         }
     }
 

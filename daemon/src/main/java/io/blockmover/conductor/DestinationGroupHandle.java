@@ -765,6 +765,7 @@ final class DestinationGroupHandle
         if (logResize != null)
         {
             // Its new log goes once the preparer is done with it; the next open drops it if the daemon stops first.
+            logResize.cancel();
             logResize.discardWhenDone(store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE));
             logResize = null;
         }

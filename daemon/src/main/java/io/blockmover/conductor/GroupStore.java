@@ -286,23 +286,38 @@ final class GroupStore
         }
     }
 
+    /**
+     * Deletes a group's directory and everything in it. A log still being written there (a create cancelled
+     * meanwhile) deletes its own temporary file as it stops, and may do so during the walk: a file gone already is
+     * not a failure, and the walk is tried again while files come and go.
+     */
     void delete(final String name)
     {
         final Path dir = dir(name);
-        if (!Files.exists(dir))
+        for (int attempt = 1; ; attempt++)
         {
-            return;
-        }
-        try (Stream<Path> files = Files.walk(dir))
-        {
-            for (final Path p : files.sorted(Comparator.reverseOrder()).toList())
+            if (!Files.exists(dir))
             {
-                Files.delete(p);
+                return;
             }
-        }
-        catch (final IOException ex)
-        {
-            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot delete " + dir + ": " + ex, ex);
+            try (Stream<Path> files = Files.walk(dir))
+            {
+                for (final Path p : files.sorted(Comparator.reverseOrder()).toList())
+                {
+                    Files.deleteIfExists(p);
+                }
+                return;
+            }
+            catch (final IOException | java.io.UncheckedIOException ex)
+            {
+                final Throwable cause = ex instanceof java.io.UncheckedIOException u ? u.getCause() : ex;
+                final boolean racing = cause instanceof java.nio.file.NoSuchFileException ||
+                    cause instanceof java.nio.file.DirectoryNotEmptyException;
+                if (!racing || attempt == 5)
+                {
+                    throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot delete " + dir + ": " + cause, cause);
+                }
+            }
         }
     }
 }

@@ -254,11 +254,23 @@ final class Groups implements AutoCloseable
             if (preparation.isUnclaimed(nowNs, keepNs))
             {
                 entries.remove();
-                store.delete(entry.getKey());
-                conductor.log("group " + entry.getKey() + ": deleted the " + preparation.capacity + "-byte log " +
-                    "written for " + preparation.peer + ", which has not asked for it for " +
+                final String why = preparation.peer + ", which has not asked for it for " +
                     TimeUnit.NANOSECONDS.toSeconds(keepNs) + " s (its 'group create' was cancelled or failed " +
-                    "there); it is written again if " + preparation.peer + " comes back");
+                    "there); it is written again if " + preparation.peer + " comes back";
+                if (preparation.isDone())
+                {
+                    store.delete(entry.getKey());
+                    conductor.log("group " + entry.getKey() + ": deleted the " + preparation.capacity + "-byte " +
+                        "log written for " + why);
+                }
+                else
+                {
+                    // Still being written: stopped at its next MiB, and whatever it left goes once it has stopped.
+                    preparation.cancel();
+                    preparation.discardWhenDone(store.dir(entry.getKey()).resolve("log"));
+                    conductor.log("group " + entry.getKey() + ": stopped writing the " + preparation.capacity +
+                        "-byte log begun for " + why);
+                }
             }
         }
     }
@@ -422,6 +434,8 @@ final class Groups implements AutoCloseable
         config.rpoTargetMs = rpoTargetMs(args);
         config.verifyIntervalMs = verifyIntervalMs;
         config.seeding = Boolean.TRUE.equals(args.get("seeded"));
+        // Refused now if it cannot fit, before the partner is asked and begins its own.
+        RecordLog.checkRoomFor(store.dir(name).resolve("log"), logSize);
         store.delete(name);
         store.forgetDeleted(name);
         final SourceGroupHandle handle = new SourceGroupHandle(conductor, store, config);
@@ -661,11 +675,24 @@ final class Groups implements AutoCloseable
         register(handle);
     }
 
+    /**
+     * A create refused, failed or deleted: gone from this host. Its caller answers the waiting 'group create' next,
+     * so a directory that cannot be removed is logged here, not thrown: thrown, it left that command waiting for
+     * ever.
+     */
     void rejected(final SourceGroupHandle handle)
     {
         pending.remove(handle);
         handle.close();
-        store.delete(handle.config.name);
+        try
+        {
+            store.delete(handle.config.name);
+        }
+        catch (final BlockmoverException ex)
+        {
+            conductor.error("group " + handle.config.name + ": its directory was not removed after its create " +
+                "ended: " + ex.getMessage());
+        }
     }
 
     private Map<String, Object> suspend(final String name, final boolean suspend)
@@ -1004,12 +1031,38 @@ final class Groups implements AutoCloseable
         return logPreparer;
     }
 
+    /**
+     * 'group delete' of a group whose create is still under way (its log being written, or its partner not yet
+     * answering): the create is answered CANCELLED and stops, its log too, and nothing of it is kept here. A log
+     * the partner began for it is deleted there once unasked for group.log.unclaimed.keep.
+     */
+    private Map<String, Object> cancelCreate(final SourceGroupHandle creating)
+    {
+        final String name = creating.config.name;
+        creating.cancelCreate("group " + name + " was deleted ('blockmover group delete " + name + "') before " +
+            creating.config.peer + " accepted it");
+        rejected(creating);
+        conductor.log("group " + name + " deleted while being created: its create is cancelled");
+        final Map<String, Object> result = new LinkedHashMap<>();
+        result.put("name", name);
+        result.put("role", "source");
+        result.put("deleted", true);
+        return result;
+    }
+
     private Map<String, Object> delete(final String name)
     {
         final SourceGroupHandle source = sources.remove(name);
         final DestinationGroupHandle destination = source == null ? destinations.remove(name) : null;
         if (source == null && destination == null)
         {
+            for (final SourceGroupHandle creating : pending)
+            {
+                if (creating.config.name.equals(name))
+                {
+                    return cancelCreate(creating);
+                }
+            }
             throw noSuchGroup(name);
         }
         final Map<String, Object> result = new LinkedHashMap<>();
@@ -1040,7 +1093,7 @@ final class Groups implements AutoCloseable
      *
      * @throws BlockmoverException PREPARING while the log is being written; the preparer's error if it failed.
      */
-    private void awaitPreparedLog(final DestinationGroupHandle handle, final String peer)
+    private void awaitPreparedLog(final DestinationGroupHandle handle, final String peer, final boolean probe)
     {
         final GroupConfig config = handle.config;
         LogPreparer.Preparation preparation = preparingDestinations.get(config.name);
@@ -1057,6 +1110,8 @@ final class Groups implements AutoCloseable
         if (preparation == null)
         {
             handle.checkVolumes();
+            // Refused now, naming this host, if it cannot fit: not after the source's log is written.
+            RecordLog.checkRoomFor(store.dir(config.name).resolve("log"), config.logSize);
             store.delete(config.name);
             preparation = logPreparer.prepare(store.dir(config.name).resolve("log"), config.logSize,
                 config.regionLength, config.name, peer);
@@ -1070,6 +1125,21 @@ final class Groups implements AutoCloseable
         {
             throw preparing(config, peer, preparation);
         }
+        if (probe)
+        {
+            try
+            {
+                preparation.check();
+            }
+            catch (final BlockmoverException ex)
+            {
+                preparingDestinations.remove(config.name);
+                store.delete(config.name);
+                throw ex;
+            }
+            // Kept for the source's OPEN once its own log is written.
+            throw probeAnswer(config.name, config.logSize, peer);
+        }
         preparingDestinations.remove(config.name);
         try
         {
@@ -1080,6 +1150,18 @@ final class Groups implements AutoCloseable
             store.delete(config.name);
             throw ex;
         }
+    }
+
+    /**
+     * The answer to a source's probe (an OPEN sent while its own log is being written) that this host would accept:
+     * PREPARING, which the source asks again after, with the log written in full, so that its progress line shows
+     * it. No session is opened until the source's log is written too.
+     */
+    private BlockmoverException probeAnswer(final String name, final long logSize, final String peer)
+    {
+        return new BlockmoverException(ErrorCode.PREPARING, "group " + name + " is ready on " +
+            conductor.ctx().nodeName() + ", its log " + LogPreparer.progressText(logSize, logSize) + ": it accepts " +
+            peer + " as its source once " + peer + "'s log is written too");
     }
 
     /**
@@ -1124,6 +1206,8 @@ final class Groups implements AutoCloseable
         {
             return acceptSwitch(peer, sessionId, name, open, channel);
         }
+        // Sent by a source still writing a new group's log: checked as an OPEN is, never a session (probePartner).
+        final boolean probe = Boolean.TRUE.equals(open.get("probe"));
         final List<GroupConfig.VolumePair> pairs = new ArrayList<>();
         for (final Object o : (List<Object>)open.get("volumes"))
         {
@@ -1153,6 +1237,10 @@ final class Groups implements AutoCloseable
                     throw new BlockmoverException(ErrorCode.GROUP_EXISTS, "group " + name + " on " +
                         conductor.ctx().nodeName() + " has other volumes: delete it there first");
                 }
+            }
+            if (probe)
+            {
+                throw probeAnswer(name, handle.config.logSize, peer);
             }
             if (handle.isSwappingLog())
             {
@@ -1200,7 +1288,7 @@ final class Groups implements AutoCloseable
                 ((Number)open.get("log_size")).longValue(), regionLength, createdMs);
             config.adoptSettings(open);
             handle = new DestinationGroupHandle(conductor, store, config);
-            awaitPreparedLog(handle, peer);
+            awaitPreparedLog(handle, peer, probe);
             try
             {
                 handle.open();

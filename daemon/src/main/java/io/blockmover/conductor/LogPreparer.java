@@ -10,7 +10,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
@@ -40,6 +42,7 @@ final class LogPreparer implements AutoCloseable
         final String peer;
         private final AtomicLong written;
         private final CompletableFuture<Void> done;
+        private final AtomicBoolean cancelled;
         private long askedNs;
 
         /**
@@ -48,16 +51,18 @@ final class LogPreparer implements AutoCloseable
          * @param peer            the source it is written for.
          * @param written         bytes of the log written so far, set by the preparer's thread.
          * @param done            completes when the file exists; exceptionally when it cannot be written.
+         * @param cancelled       set to stop the writing (the writer asks it before each MiB).
          * @param askedNs         when the source asked (System.nanoTime).
          */
         Preparation(final long capacity, final int maxRecordLength, final String peer, final AtomicLong written,
-            final CompletableFuture<Void> done, final long askedNs)
+            final CompletableFuture<Void> done, final AtomicBoolean cancelled, final long askedNs)
         {
             this.capacity = capacity;
             this.maxRecordLength = maxRecordLength;
             this.peer = peer;
             this.written = written;
             this.done = done;
+            this.cancelled = cancelled;
             this.askedNs = askedNs;
         }
 
@@ -109,17 +114,27 @@ final class LogPreparer implements AutoCloseable
         }
 
         /**
-         * @return whether the log is written and its source has not asked for it for {@code keepNs}: its create
-         * was cancelled or failed there, and the file only takes room.
+         * @return whether its source has not asked for this log for {@code keepNs}, written or not: its create was
+         * cancelled or failed there, and the file only takes room (and, still being written, the disk's time).
          */
         boolean isUnclaimed(final long nowNs, final long keepNs)
         {
-            return done.isDone() && nowNs - askedNs > keepNs;
+            return nowNs - askedNs > keepNs;
         }
 
         /**
-         * Deletes the file once it is written (or failed): for a log nobody will open, whose writing cannot be
-         * stopped. A group directory it recreated meanwhile (a deleted group's) goes too, when empty.
+         * Stops the writing at its next MiB, or before it starts: it then fails (CANCELLED), leaving no file.
+         * Any thread; nothing if it is written already.
+         */
+        void cancel()
+        {
+            cancelled.set(true);
+        }
+
+        /**
+         * Deletes the file once it is written (or failed): for a log nobody will open. A group directory it
+         * recreated meanwhile (a deleted group's) goes too, when empty. Cancel first, so that it is not written in
+         * full for nothing.
          */
         void discardWhenDone(final Path file)
         {
@@ -181,12 +196,13 @@ final class LogPreparer implements AutoCloseable
     }
 
     /**
-     * What writes a log file: {@link RecordLog#prepare(Path, long, int, AtomicLong)}, or a test's stand-in.
+     * What writes a log file: {@link RecordLog#prepare(Path, long, int, AtomicLong, BooleanSupplier)}, or a test's
+     * stand-in.
      */
     @FunctionalInterface
     interface LogWriter
     {
-        void write(Path file, long capacity, int maxRecordLength, AtomicLong written);
+        void write(Path file, long capacity, int maxRecordLength, AtomicLong written, BooleanSupplier cancelled);
     }
 
     private final LogWriter writer;
@@ -221,18 +237,30 @@ final class LogPreparer implements AutoCloseable
     {
         final AtomicLong written = new AtomicLong();
         final CompletableFuture<Void> done = new CompletableFuture<>();
+        final AtomicBoolean cancelled = new AtomicBoolean();
         executor.execute(() ->
         {
             try
             {
+                if (cancelled.get())
+                {
+                    // Cancelled while queued behind another log: not begun at all.
+                    throw new BlockmoverException(ErrorCode.CANCELLED, "record log " + file + " not written: " +
+                        "cancelled before it began");
+                }
                 final long startNs = System.nanoTime();
-                writer.write(file, capacity, maxRecordLength, written);
+                writer.write(file, capacity, maxRecordLength, written, cancelled::get);
                 LOG.log(System.Logger.Level.INFO, String.format(Locale.ROOT, "group %s: its %d-byte log is " +
                     "written (%.1f s)", group, capacity, (System.nanoTime() - startNs) / 1e9));
                 done.complete(null);
             }
             catch (final RuntimeException ex)
             {
+                if (ex instanceof BlockmoverException b && b.code() == ErrorCode.CANCELLED)
+                {
+                    LOG.log(System.Logger.Level.INFO, "group " + group + ": its " + capacity + "-byte log " +
+                        "was cancelled, nothing of it is kept (" + b.getMessage() + ")");
+                }
                 done.completeExceptionally(ex);
             }
             catch (final Error ex)
@@ -244,7 +272,7 @@ final class LogPreparer implements AutoCloseable
                 throw ex;
             }
         });
-        return new Preparation(capacity, maxRecordLength, peer, written, done, System.nanoTime());
+        return new Preparation(capacity, maxRecordLength, peer, written, done, cancelled, System.nanoTime());
     }
 
     /**

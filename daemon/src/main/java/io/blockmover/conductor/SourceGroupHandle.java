@@ -100,6 +100,11 @@ final class SourceGroupHandle
     private boolean partnerPreparing;
     // How far the partner's log is written, from its last PREPARING refusal; -1 when it did not say.
     private long partnerLogWritten = -1;
+    // The OPEN under way was sent while this host's log is still being written ("probe": the partner checks it,
+    // refuses it or starts its own log, and answers PREPARING rather than opening a session).
+    private boolean probing;
+    // A partner that opened a session for a probe (one older than probes): not asked again until this log is written.
+    private boolean probeOpened;
     private int createRetries;
     private ControlServer.Client switchClient;
     /** A switch is running; its client is null when the destination asked for it (it learns the outcome itself). */
@@ -305,6 +310,20 @@ final class SourceGroupHandle
         return pendingClient != null;
     }
 
+    /**
+     * A create deleted before its partner accepted it: the waiting 'group create' hears why (CANCELLED). Then
+     * {@link Groups#rejected} closes it.
+     */
+    void cancelCreate(final String why)
+    {
+        final ControlServer.Client client = pendingClient;
+        pendingClient = null;
+        if (client != null)
+        {
+            client.error(pendingId, ErrorCode.CANCELLED, why);
+        }
+    }
+
     void awaitAcceptance(final ControlServer.Client client, final Object id)
     {
         pendingClient = client;
@@ -322,6 +341,31 @@ final class SourceGroupHandle
         awaitAcceptance(client, id);
     }
 
+    /**
+     * While this host writes a new group's log, the partner is asked already (an OPEN marked "probe"): it checks
+     * the group (its volumes, their sizes, a name it has deleted) and starts writing its own log at once, so that a
+     * group it refuses is refused in a second, not after this host's log is written, and the two logs are written at
+     * the same time, not one after the other. Asked again every {@link #PREPARING_RETRY_NS} as after any PREPARING,
+     * which also keeps the partner's log claimed (group.log.unclaimed.keep).
+     */
+    private int probePartner(final long nowNs)
+    {
+        if (probeOpened)
+        {
+            return 0;
+        }
+        if (dialer.isActive())
+        {
+            return handshake(nowNs);
+        }
+        if (nowNs >= retryAtNs)
+        {
+            startConnect(nowNs);
+            return 1;
+        }
+        return 0;
+    }
+
     private int openPreparedLog()
     {
         if (!logPreparation.isDone())
@@ -335,6 +379,8 @@ final class SourceGroupHandle
             done.check();
             open(true);
             conductor.log("group " + config.name + ": log written, asking " + config.peer + " to accept the group");
+            // A probe's PREPARING answered from here on is asked again at once, as a real OPEN.
+            retryAtNs = 0;
         }
         catch (final BlockmoverException ex)
         {
@@ -590,7 +636,8 @@ final class SourceGroupHandle
     {
         if (logPreparation != null)
         {
-            return openPreparedLog();
+            final int work = openPreparedLog();
+            return logPreparation != null ? work + probePartner(nowNs) : work;
         }
         if (group == null)
         {
@@ -716,6 +763,12 @@ final class SourceGroupHandle
         // partner need not force after every batch while none come.
         open.put("flush_hints", true);
         putSettings(open);
+        probing = group == null;
+        if (probing)
+        {
+            // This host's log is still being written (see probePartner).
+            open.put("probe", true);
+        }
         try
         {
             dialer.start(open, nowNs);
@@ -733,7 +786,16 @@ final class SourceGroupHandle
         try
         {
             final int work = dialer.doWork(nowNs);
-            if (dialer.isOpened())
+            if (dialer.isOpened() && group == null)
+            {
+                // A partner that does not know probes took it as an OPEN: this log is not written yet, so no
+                // session; it is asked again once it is.
+                dialer.close();
+                probeOpened = true;
+                conductor.log("group " + config.name + ": " + config.peer + " accepted the group before this " +
+                    "host's log is written; it is asked again once it is");
+            }
+            else if (dialer.isOpened())
             {
                 startSession(dialer.opened(), nowNs);
             }
@@ -903,7 +965,8 @@ final class SourceGroupHandle
                 conductor.log("group " + config.name + ": " + config.peer + " is writing its log before it accepts " +
                     "the group");
             }
-            retryAtNs = nowNs + PREPARING_RETRY_NS;
+            // A probe's refusal once this log is written (the real OPEN is due): at once.
+            retryAtNs = probing && group != null ? nowNs : nowNs + PREPARING_RETRY_NS;
             return;
         }
         if (pendingClient != null)
@@ -1176,6 +1239,13 @@ final class SourceGroupHandle
      */
     void close()
     {
+        if (logPreparation != null)
+        {
+            // A create refused or deleted while its log is written: stopped, and nothing of it kept.
+            logPreparation.cancel();
+            logPreparation.discardWhenDone(store.dir(config.name).resolve(LOG_FILE));
+            logPreparation = null;
+        }
         if (resizedLog != null)
         {
             resizedLog.closeReplaced(); // Deleted below: nothing of it to force.
@@ -1185,6 +1255,7 @@ final class SourceGroupHandle
         {
             // A resize the group is closed in (deleted, switched, the daemon stopping): its new log goes once the
             // preparer is done with it, whatever the group's directory has become.
+            logResize.cancel();
             logResize.discardWhenDone(store.dir(config.name).resolve(RESIZED_LOG_FILE));
             logResize = null;
         }
@@ -1342,6 +1413,11 @@ final class SourceGroupHandle
             s.put("log_host", logPreparation != null ? conductor.ctx().nodeName() : config.peer);
             s.put("log_written", written);
             s.put("log_size", config.logSize);
+            if (logPreparation != null && partnerPreparing && partnerLogWritten >= 0)
+            {
+                // Both logs are written at once (see probePartner): the partner's too, from its last refusal.
+                s.put("partner_log_written", partnerLogWritten);
+            }
         }
         s.put("volumes", config.volumeList());
         if (lastError != null)

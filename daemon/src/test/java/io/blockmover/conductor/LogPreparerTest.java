@@ -1,6 +1,7 @@
 package io.blockmover.conductor;
 
 import java.nio.file.Path;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.Test;
@@ -11,6 +12,7 @@ import io.blockmover.ErrorCode;
 
 import static io.blockmover.Await.awaitTrue;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -33,7 +35,7 @@ class LogPreparerTest
         final AtomicReference<Throwable> uncaught = new AtomicReference<>();
         final Thread.UncaughtExceptionHandler saved = Thread.getDefaultUncaughtExceptionHandler();
         Thread.setDefaultUncaughtExceptionHandler((thread, throwable) -> uncaught.set(throwable));
-        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written) ->
+        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written, cancelled) ->
         {
             throw error;
         }))
@@ -62,7 +64,7 @@ class LogPreparerTest
         final AtomicReference<Throwable> uncaught = new AtomicReference<>();
         final Thread.UncaughtExceptionHandler saved = Thread.getDefaultUncaughtExceptionHandler();
         Thread.setDefaultUncaughtExceptionHandler((thread, throwable) -> uncaught.set(throwable));
-        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written) ->
+        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written, cancelled) ->
         {
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot create record log: No space left on device");
         }))
@@ -80,6 +82,67 @@ class LogPreparerTest
         finally
         {
             Thread.setDefaultUncaughtExceptionHandler(saved);
+        }
+    }
+
+    /**
+     * A log nobody will open (its create refused or deleted, a source that stopped asking) is stopped where it is,
+     * not written in full for nothing: cancel reaches the writer, which stops, and the preparation fails CANCELLED.
+     * One cancelled while queued behind another never begins.
+     */
+    @Test
+    void shouldStopALogBeingWrittenAndNeverBeginOneQueuedWhenCancelled() throws Exception
+    {
+        final AtomicInteger begun = new AtomicInteger();
+        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written, cancelled) ->
+        {
+            begun.incrementAndGet();
+            while (!cancelled.getAsBoolean())
+            {
+                written.incrementAndGet();
+                Thread.onSpinWait();
+            }
+            throw new BlockmoverException(ErrorCode.CANCELLED, "cancelled after " + written.get());
+        }))
+        {
+            final LogPreparer.Preparation writing = preparer.prepare(dir.resolve("log"), 1 << 20, 65536, "g", "peer");
+            final LogPreparer.Preparation queued = preparer.prepare(dir.resolve("log2"), 1 << 20, 65536, "g2",
+                "peer");
+            awaitTrue("the first to be written", () -> writing.written() > 0);
+            queued.cancel();
+            writing.cancel();
+            awaitTrue("both to end", () -> writing.isDone() && queued.isDone());
+            assertEquals(ErrorCode.CANCELLED, assertThrows(BlockmoverException.class, writing::check).code());
+            final BlockmoverException notBegun = assertThrows(BlockmoverException.class, queued::check);
+            assertEquals(ErrorCode.CANCELLED, notBegun.code());
+            assertTrue(notBegun.getMessage().contains("before it began"), notBegun.getMessage());
+            assertEquals(1, begun.get(), "the queued one was begun");
+        }
+    }
+
+    /**
+     * Unclaimed means not asked for within the time kept, whether written yet or not: a log still being written
+     * for a source that went away is stopped too.
+     */
+    @Test
+    void shouldCallALogUnclaimedOnlyOnceItsSourceStoppedAskingWrittenOrNot() throws Exception
+    {
+        try (LogPreparer preparer = new LogPreparer((file, capacity, maxRecordLength, written, cancelled) ->
+        {
+            while (!cancelled.getAsBoolean())
+            {
+                Thread.onSpinWait();
+            }
+            throw new BlockmoverException(ErrorCode.CANCELLED, "cancelled");
+        }))
+        {
+            final LogPreparer.Preparation writing = preparer.prepare(dir.resolve("log"), 1 << 20, 65536, "g", "peer");
+            final long nowNs = System.nanoTime();
+            writing.asked(nowNs);
+            assertFalse(writing.isUnclaimed(nowNs + 1_000, 1_000_000));
+            assertTrue(writing.isUnclaimed(nowNs + 2_000_000, 1_000_000));
+            writing.cancel();
+            awaitTrue("the write to stop", writing::isDone);
         }
     }
 }

@@ -853,6 +853,7 @@ class GroupIT
             final Set<String> phases = new TreeSet<>();
             final Map<String, List<Long>> logWritten = Map.of("site-a", new ArrayList<>(), "site-b",
                 new ArrayList<>());
+            final List<Long> partnerWritten = new ArrayList<>();
             while (!create.isDone())
             {
                 try
@@ -868,6 +869,11 @@ class GroupIT
                         assertEquals(3L << 30, ((Number)status.get("log_size")).longValue(), status.toString());
                         logWritten.get(String.valueOf(status.get("log_host"))).add(bytes.longValue());
                     }
+                    if (status.get("partner_log_written") instanceof Number bytes)
+                    {
+                        // Both logs at once: site-b's too, from its last answer.
+                        partnerWritten.add(bytes.longValue());
+                    }
                 }
                 catch (final io.blockmover.BlockmoverException ex)
                 {
@@ -881,9 +887,11 @@ class GroupIT
                 LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
             }
             final Run created = create.get().expect(0);
-            assertTrue(phases.contains("writing its 3221225472-byte log") &&
-                phases.contains("site-b is writing its log"), "group status while the logs were written: " + phases);
-            // How far each host's log is: this host's from its preparer, the partner's from its refusals.
+            assertTrue(phases.contains("writing its 3221225472-byte log"), "group status while the logs were " +
+                "written: " + phases);
+            // How far each host's log is: this host's from its preparer, the partner's from its refusals, while
+            // site-a wrote its own (both at once) and after, if site-b's took longer.
+            logWritten.get("site-b").addAll(0, partnerWritten);
             for (final Map.Entry<String, List<Long>> host : logWritten.entrySet())
             {
                 final List<Long> bytes = host.getValue();
@@ -894,8 +902,12 @@ class GroupIT
                 }
             }
             // The CLI showed it (a line every two seconds, stderr not being a terminal).
-            assertTrue(created.stderr().contains("writing the group's log on site-b"), created.stderr());
+            assertTrue(created.stderr().contains("writing the group's logs on site-a and site-b"), created.stderr());
             final String written = "group " + name + ": its 3221225472-byte log is written";
+            // Asked while site-a wrote its own log, site-b began its log before site-a's was written, not after.
+            final String began = "group " + name + ": writing its 3221225472-byte log before accepting site-a";
+            assertTrue(logTime("site-b", began).isBefore(logTime("site-a", written)), "one after the other:\n" +
+                testbed.logTail("site-a", 20) + "\n" + testbed.logTail("site-b", 20));
             assertAnsweredThroughout("site-a", answeredMs.get(0), written);
             assertAnsweredThroughout("site-b", answeredMs.get(1), written);
             assertTrue(testbed.log("site-b").contains("group " + name + ": writing its 3221225472-byte log before " +
@@ -912,6 +924,17 @@ class GroupIT
                 GroupChecks.delete(testbed, name);
             }
         }
+    }
+
+    /**
+     * @return when a daemon logged the first line that contains this text.
+     */
+    private static LocalDateTime logTime(final String site, final String text)
+    {
+        final String line = Arrays.stream(testbed.log(site).split("\n")).filter((l) -> l.contains(text))
+            .findFirst().orElseThrow(() -> new AssertionError("no line '" + text + "' in the log of " + site +
+            ":\n" + testbed.logTail(site, 20)));
+        return LocalDateTime.parse(line.substring(0, line.indexOf(' ')));
     }
 
     /**
@@ -955,8 +978,8 @@ class GroupIT
      * A destination writes a new group's log before it accepts the source. When the source stops asking for it
      * meanwhile (its create cancelled or failed there, its daemon gone; here frozen with SIGSTOP), nobody claims
      * that log: it used to take its room (the whole --log-size) until the destination's daemon restarted. Now it
-     * is deleted once its source has not asked for it for group.log.unclaimed.keep (3 s in this testbed), and
-     * written again when the source comes back, which then gets its group.
+     * is stopped, or deleted once written, when its source has not asked for it for group.log.unclaimed.keep (3 s
+     * in this testbed), and written again when the source comes back, which then gets its group.
      */
     @Test
     void shouldDeleteALogWrittenForASourceThatStoppedAsking() throws Exception
@@ -975,15 +998,23 @@ class GroupIT
             Testbed.await("site-b to start writing the log", 60, () -> testbed.log("site-b").contains(writing));
             testbed.signal("site-a", "STOP");
             frozen = true;
-            // Written long after site-a's last ask (more than the 3 s kept), the log is unclaimed the moment it is
-            // done and goes at the next housekeeping: it may exist for less than a poll, so await what the daemon
-            // says, which it says only of a log whose writing ended, then check that nothing is left.
-            Testbed.await("the log to be written, unclaimed, then deleted, saying so", 150,
-                () -> testbed.log("site-b").contains("group " + name + ": deleted the 2147483648-byte log written " +
-                "for site-a, which has not asked for it for 3 s"), () -> testbed.logTail("site-b", 20));
-            assertFalse(Files.exists(prepared.getParent()), "left behind: " + prepared.getParent());
-            assertTrue(testbed.log("site-b").contains("group " + name + ": its 2147483648-byte log is written"),
-                testbed.logTail("site-b", 20));
+            // Unclaimed 3 s after site-a's last ask: stopped at its next MiB if still being written (and what it
+            // wrote deleted once it has stopped), deleted at the next housekeeping if written already. Either way
+            // the file may exist for less than a poll: await what the daemon says, then that nothing is left.
+            final String stopped = "group " + name + ": stopped writing the 2147483648-byte log begun for site-a, " +
+                "which has not asked for it for 3 s";
+            final String deleted = "group " + name + ": deleted the 2147483648-byte log written for site-a, which " +
+                "has not asked for it for 3 s";
+            Testbed.await("the log to be unclaimed, then stopped or deleted, saying so", 150,
+                () -> testbed.log("site-b").contains(stopped) || testbed.log("site-b").contains(deleted),
+                () -> testbed.logTail("site-b", 20));
+            if (testbed.log("site-b").contains(stopped))
+            {
+                Testbed.await("the stopped log to be cancelled", 30, () -> testbed.log("site-b").contains("group " +
+                    name + ": its 2147483648-byte log was cancelled, nothing of it is kept"),
+                    () -> testbed.logTail("site-b", 20));
+            }
+            Testbed.await("nothing left of it", 30, () -> !Files.exists(prepared.getParent()));
             assertTrue(testbed.groups("site-b").stream().noneMatch((g) -> name.equals(g.get("name"))));
 
             testbed.signal("site-a", "CONT");
@@ -1002,6 +1033,65 @@ class GroupIT
             if (create.join().exitCode() == 0)
             {
                 GroupChecks.delete(testbed, name);
+            }
+        }
+    }
+
+    /**
+     * A group the partner refuses (here a destination too small) is refused while the source's log is being
+     * written, not after: the source asks its partner at once, and stops its own log when refused. It used to write
+     * the whole --log-size (3 GiB here, seconds) and only then hear the refusal. And a create still under way can
+     * be deleted: 'group create' hears CANCELLED, the log stops, nothing is left on either host.
+     */
+    @Test
+    void shouldRefuseAGroupBeforeItsLogIsWrittenAndCancelACreateDeletedMeanwhile() throws Exception
+    {
+        final Path source = Volumes.random(testbed.dir.resolve("early-src.img"), SIZE, 43);
+        final Path small = Volumes.zeros(testbed.dir.resolve("early-small.img"), SIZE / 2);
+        final Run tooSmall = testbed.cli("site-a", "group", "create", "early", "--peer", "site-b", "--volume",
+            source + "=" + small, "--log-size", "3g");
+        assertTrue(tooSmall.exitCode() == 4 || tooSmall.exitCode() == 5, tooSmall.toString());
+        assertTrue(tooSmall.stderr().contains("destination " + small + " on site-b is "), tooSmall.stderr());
+        Testbed.await("site-a's log to stop", 30, () -> testbed.log("site-a").contains("group early: its " +
+            "3221225472-byte log was cancelled, nothing of it is kept"), () -> testbed.logTail("site-a", 20));
+        assertFalse(testbed.log("site-a").contains("group early: its 3221225472-byte log is written"),
+            testbed.logTail("site-a", 20));
+        assertFalse(testbed.log("site-a").contains("group early: log written, asking site-b"),
+            testbed.logTail("site-a", 20));
+        Testbed.await("nothing left on site-a", 30,
+            () -> !Files.exists(testbed.dir.resolve("site-a/state/groups/early")));
+
+        final Path[] sources = zeroFiles("doomed-src", 1);
+        final Path[] destinations = zeroFiles("doomed-dst", 1);
+        final CompletableFuture<Run> create = CompletableFuture.supplyAsync(
+            () -> testbed.cli("site-a", concat(concat(new String[] {"group", "create", "doomed", "--peer", "site-b"},
+                volumeOptions(sources, destinations)), "--log-size", "3g")));
+        try
+        {
+            Testbed.await("site-b to begin its log while site-a writes its own", 60, () -> testbed.log("site-b")
+                .contains("group doomed: writing its 3221225472-byte log before accepting site-a"));
+            final Run deleted = testbed.cli("site-a", "group", "delete", "doomed", "--json").expect(0);
+            assertTrue(deleted.stdout().contains("\"deleted\""), deleted.toString());
+            final Run cancelled = create.get(60, TimeUnit.SECONDS);
+            assertRefused(cancelled, 1, "group doomed was deleted ('blockmover group delete doomed') before " +
+                "site-b accepted it");
+            Testbed.await("site-a's log to stop", 30, () -> testbed.log("site-a").contains("group doomed: its " +
+                "3221225472-byte log was cancelled"), () -> testbed.logTail("site-a", 20));
+            // site-b is asked no more: its log is stopped, or deleted if written, after the 3 s kept.
+            Testbed.await("site-b to let its log go", 60,
+                () -> testbed.log("site-b").contains("group doomed: stopped writing the 3221225472-byte log") ||
+                testbed.log("site-b").contains("group doomed: deleted the 3221225472-byte log"),
+                () -> testbed.logTail("site-b", 20));
+            Testbed.await("nothing left on either host", 30,
+                () -> !Files.exists(testbed.dir.resolve("site-a/state/groups/doomed")) &&
+                !Files.exists(testbed.dir.resolve("site-b/state/groups/doomed")));
+            assertNoGroups();
+        }
+        finally
+        {
+            if (create.join().exitCode() == 0)
+            {
+                GroupChecks.delete(testbed, "doomed");
             }
         }
     }

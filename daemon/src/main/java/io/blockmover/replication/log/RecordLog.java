@@ -13,6 +13,7 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
 import java.util.zip.CRC32C;
 
 import org.agrona.BufferUtil;
@@ -494,25 +495,29 @@ public final class RecordLog implements AutoCloseable
      */
     public static void prepare(final Path file, final long capacity, final int maxRecordLength)
     {
-        prepare(file, capacity, maxRecordLength, new AtomicLong());
+        prepare(file, capacity, maxRecordLength, new AtomicLong(), () -> false);
     }
 
     /**
-     * Creates the log file as {@link #prepare(Path, long, int)} does, counting the bytes of body written so far.
+     * Creates the log file as {@link #prepare(Path, long, int)} does, counting the bytes of body written so far,
+     * and stopping when told: a create refused by the partner, or a log nobody claims any more, must not go on
+     * writing gigabytes for nothing.
      *
      * @param file            the log file.
      * @param capacity        bytes of records.
      * @param maxRecordLength the longest payload.
      * @param written         set as the body is written, up to capacity; for another thread to show progress.
+     * @param cancelled       asked before each MiB is written: true stops the write, deletes what was written and
+     *                        throws (CANCELLED); the file never appears.
      */
     public static void prepare(final Path file, final long capacity, final int maxRecordLength,
-        final AtomicLong written)
+        final AtomicLong written, final BooleanSupplier cancelled)
     {
         final int segmentLength = (int)Math.min(capacity, MAX_SEGMENT_LENGTH);
         validateGeometry("record log " + file + ": ", capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
         {
-            create(file, capacity, maxRecordLength, segmentLength, true, written);
+            create(file, capacity, maxRecordLength, segmentLength, true, written, cancelled);
         }
         written.set(capacity);
     }
@@ -533,7 +538,7 @@ public final class RecordLog implements AutoCloseable
         validateGeometry("record log " + file + ": ", capacity, maxRecordLength, segmentLength);
         if (!Files.exists(file))
         {
-            create(file, capacity, maxRecordLength, segmentLength, preallocate, new AtomicLong());
+            create(file, capacity, maxRecordLength, segmentLength, preallocate, new AtomicLong(), () -> false);
         }
 
         FileChannel channel = null;
@@ -2248,7 +2253,7 @@ public final class RecordLog implements AutoCloseable
     }
 
     private static void create(final Path file, final long capacity, final int maxRecordLength,
-        final int segmentLength, final boolean preallocate, final AtomicLong written)
+        final int segmentLength, final boolean preallocate, final AtomicLong written, final BooleanSupplier cancelled)
     {
         final Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
         try
@@ -2268,7 +2273,7 @@ public final class RecordLog implements AutoCloseable
                 raf.setLength(FILE_HEADER_LENGTH + capacity);
                 if (preallocate)
                 {
-                    writeZeros(tmp, FILE_HEADER_LENGTH + capacity, written);
+                    writeZeros(tmp, FILE_HEADER_LENGTH + capacity, written, cancelled);
                 }
                 final FileChannel channel = raf.getChannel();
                 final MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_WRITE, 0, FILE_HEADER_LENGTH);
@@ -2299,21 +2304,30 @@ public final class RecordLog implements AutoCloseable
             Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
             DurableFiles.forceDirectory(file.toAbsolutePath().getParent());
         }
-        catch (final IOException ex)
+        catch (final IOException | BlockmoverException ex)
         {
+            // Half a log is no log: it would only take room (a cancelled write, a full disk).
+            try
+            {
+                Files.deleteIfExists(tmp);
+            }
+            catch (final IOException deleteFailed)
+            {
+                ex.addSuppressed(deleteFailed);
+            }
+            if (ex instanceof BlockmoverException b)
+            {
+                throw b;
+            }
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot create record log " + file + ": " + ex, ex);
         }
     }
 
     /**
-     * Refuses a log its file system has no room for, before a byte is written. Written until the disk was full, a
-     * --log-size typed with a digit too many (500g for 50g) took the file system's last byte, for every other
-     * service of the host too, and a minute to fail. Besides the log, min(1 GiB, 5% of the file system) must stay
-     * free.
-     */
-    /**
      * Refuses, before anything is written, a log of this capacity its file system has no room for (as
-     * {@link #prepare} would, later).
+     * {@link #prepare} would, later). Written until the disk was full, a --log-size typed with a digit too many
+     * (500g for 50g) took the file system's last byte, for every other service of the host too, and a minute to
+     * fail. Besides the log, min(1 GiB, 5% of the file system) must stay free.
      *
      * @param file     the log file to be.
      * @param capacity bytes of records.
@@ -2334,7 +2348,13 @@ public final class RecordLog implements AutoCloseable
 
     private static void checkRoom(final Path file, final long length) throws IOException
     {
-        final FileStore store = Files.getFileStore(file.toAbsolutePath().getParent());
+        // Its directory, or the nearest that exists: a new group's is made only as its log is written.
+        Path dir = file.toAbsolutePath().getParent();
+        while (dir.getParent() != null && !Files.exists(dir))
+        {
+            dir = dir.getParent();
+        }
+        final FileStore store = Files.getFileStore(dir);
         final long usable = store.getUsableSpace();
         final long keep = Math.min(1L << 30, store.getTotalSpace() / 20);
         if (usable - keep < length)
@@ -2346,7 +2366,7 @@ public final class RecordLog implements AutoCloseable
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, "record log " + file + " needs " + gib(length) +
                 ", and its file system has " + gib(usable) + " free, of which " + gib(keep) + " stays free for " +
                 "the rest of the host: " + (largest != null ? "choose --log-size " + largest + " or less, or " :
-                "") + "free space in " + file.toAbsolutePath().getParent());
+                "") + "free space in " + dir);
         }
     }
 
@@ -2362,8 +2382,8 @@ public final class RecordLog implements AutoCloseable
      * log does not flood the page cache; about a second per GiB on this kind of disk, once, when a group is
      * created. The caller's fsync of the new file makes the zeros durable.
      */
-    private static void writeZeros(final Path file, final long length, final AtomicLong written)
-        throws IOException
+    private static void writeZeros(final Path file, final long length, final AtomicLong written,
+        final BooleanSupplier cancelled) throws IOException
     {
         final int chunk = 1 << 20;
         final ByteBuffer zeros = BufferUtil.allocateDirectAligned(chunk, FILE_HEADER_LENGTH);
@@ -2372,6 +2392,12 @@ public final class RecordLog implements AutoCloseable
             long at = 0;
             while (at < length)
             {
+                if (cancelled.getAsBoolean())
+                {
+                    throw new BlockmoverException(ErrorCode.CANCELLED, "record log " + file + " not written: " +
+                        "cancelled after " + Math.max(0, at - FILE_HEADER_LENGTH) + " of " +
+                        (length - FILE_HEADER_LENGTH) + " bytes");
+                }
                 zeros.clear().limit((int)Math.min(chunk, length - at));
                 while (zeros.hasRemaining())
                 {

@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
@@ -1310,6 +1311,29 @@ class RecordLogTest
         try (Stream<Path> left = Files.list(dir))
         {
             assertEquals(List.of(), left.toList(), "nothing written");
+        }
+    }
+
+    /**
+     * A log whose writing is cancelled (its create refused by the partner, or deleted) stops at the next MiB and
+     * leaves nothing: no log, and no half-written temporary file taking the room.
+     */
+    @Test
+    void shouldStopWritingALogWhenCancelledAndLeaveNothing() throws IOException
+    {
+        final Path file = dir.resolve("cancelled.log");
+        final AtomicLong written = new AtomicLong();
+        final AtomicInteger asked = new AtomicInteger();
+
+        final BlockmoverException ex = assertThrows(BlockmoverException.class,
+            () -> RecordLog.prepare(file, 64L << 20, MAX_RECORD_LENGTH, written, () -> asked.incrementAndGet() > 3));
+
+        assertEquals(ErrorCode.CANCELLED, ex.code(), ex.getMessage());
+        assertEquals(4, asked.get(), "asked before each MiB, and stopped at once");
+        assertTrue(written.get() > 0 && written.get() < 4L << 20, "written: " + written.get());
+        try (Stream<Path> left = Files.list(dir))
+        {
+            assertEquals(List.of(), left.toList(), "nothing kept");
         }
     }
 
