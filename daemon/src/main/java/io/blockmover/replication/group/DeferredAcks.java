@@ -19,12 +19,21 @@ import io.blockmover.frontend.nbd.WriteCompletion;
  * own write back when it finds, after publishing, that the ACK came first or waiting no longer applies. The writer
  * publishes, then re-checks; the completer publishes progress, then scans; both sides are volatile, so one of them
  * sees the other. Allocates nothing.
+ * <p>
+ * A write's slot is its LSN modulo the slot count, and a completer scans only the LSNs the progress has passed
+ * since its last scan, not every slot: per ACK, the cost is the writes it covers. So the slots can be many (one
+ * group's exports serving a few hundred connections at queue depth 16) without every ACK scanning them all. It
+ * needs what {@link #completeUpTo} scanned through to never exceed the progress a writer can read: progress only
+ * moves back through {@link #rewind}, called first, and the caller holds this object's monitor across reading the
+ * progress and completing up to it (SourceGroup does). A write whose slot holds an older write still waiting
+ * (more LSNs in flight than slots) waits on its own thread, as when all were taken.
  */
 final class DeferredAcks
 {
     private static final long FREE = 0;
     private static final long CLAIMED = Long.MAX_VALUE;
 
+    private final int mask;
     private final AtomicLongArray lsns;
     private final AtomicReferenceArray<WriteCompletion> completions;
     // Written before the slot's LSN is published and read after it is claimed: the volatile LSN orders both.
@@ -32,12 +41,21 @@ final class DeferredAcks
     private final AtomicInteger pending = new AtomicInteger();
     // Guarded by this: the completions of one completeUpTo, dispatched once all are completed.
     private final WriteCompletion[] batch;
+    // Guarded by this: the progress the last scan went through; no waiting write at or below it, but those a
+    // writer takes back itself (it saw progress at least this high when it re-checked).
+    private long scanned;
 
     /**
-     * @param slots the most writes deferred at once; a writer that finds none free waits on its thread instead.
+     * @param slots a power of two: the most LSNs between the oldest write waiting and the newest; a writer whose
+     *              slot is taken waits on its thread instead.
      */
     DeferredAcks(final int slots)
     {
+        if (Integer.bitCount(slots) != 1)
+        {
+            throw new IllegalArgumentException("slots must be a power of two: " + slots);
+        }
+        mask = slots - 1;
         lsns = new AtomicLongArray(slots);
         completions = new AtomicReferenceArray<>(slots);
         startNs = new long[slots];
@@ -51,23 +69,18 @@ final class DeferredAcks
      * @param lsn        the write's LSN, positive.
      * @param completion its acknowledgement.
      * @param writeStartNs when the write began, for the partner-ACK latency.
-     * @return the slot, or -1 when all are taken (the caller waits on its own thread).
+     * @return the slot, or -1 when it holds an older write still waiting (the caller waits on its own thread).
      */
     int defer(final long lsn, final WriteCompletion completion, final long writeStartNs)
     {
-        final int n = lsns.length();
-        final int start = (int)(lsn % n);
-        for (int i = 0; i < n; i++)
+        final int slot = (int)(lsn & mask);
+        if (lsns.get(slot) == FREE && lsns.compareAndSet(slot, FREE, CLAIMED))
         {
-            final int slot = (start + i) % n;
-            if (lsns.get(slot) == FREE && lsns.compareAndSet(slot, FREE, CLAIMED))
-            {
-                completions.set(slot, completion);
-                startNs[slot] = writeStartNs;
-                pending.incrementAndGet();
-                lsns.set(slot, lsn);
-                return slot;
-            }
+            completions.set(slot, completion);
+            startNs[slot] = writeStartNs;
+            pending.incrementAndGet();
+            lsns.set(slot, lsn);
+            return slot;
         }
         return -1;
     }
@@ -90,10 +103,23 @@ final class DeferredAcks
     }
 
     /**
-     * Completes every write the partner now holds, then dispatches them (WriteCompletion): their replies leave
-     * together. Synchronized for the batch array only: the shipper's thread is the one frequent caller.
+     * Progress is about to move back (a partner that dropped records it held): the next scan starts from there.
+     * Call before that progress is published, holding this object's monitor until it is.
      *
-     * @param acked       the partner's progress, already published.
+     * @param progress the lower progress.
+     */
+    synchronized void rewind(final long progress)
+    {
+        scanned = Math.min(scanned, progress);
+    }
+
+    /**
+     * Completes every write the partner now holds, then dispatches them (WriteCompletion): their replies leave
+     * together. Synchronized for the batch array and the scan's start: the shipper's thread is the one frequent
+     * caller.
+     *
+     * @param acked       the partner's progress, already published, read under this object's monitor; or
+     *                    Long.MAX_VALUE - 1 for every write waiting (the group closes, or stopped waiting).
      * @param error       0, or the NBD error every completed write fails with.
      * @param ackLatency  records each completed write's time since it began, or null.
      * @param nowNs       the time now.
@@ -121,21 +147,44 @@ final class DeferredAcks
         final long nowNs)
     {
         int completed = 0;
-        for (int slot = 0, n = lsns.length(); slot < n; slot++)
+        if (acked == Long.MAX_VALUE - 1 || acked - scanned > mask)
         {
-            final long lsn = lsns.get(slot);
-            if (lsn != FREE && lsn != CLAIMED && lsn <= acked && lsns.compareAndSet(slot, lsn, CLAIMED))
+            // Every slot: all that wait, or progress that passed more LSNs than there are slots.
+            for (int slot = 0; slot <= mask; slot++)
             {
-                final WriteCompletion completion = completions.get(slot);
-                if (ackLatency != null)
-                {
-                    ackLatency.recordValue(Math.min(Math.max(nowNs - startNs[slot], 0),
-                        ackLatency.getHighestTrackableValue()));
-                }
-                release(slot);
-                completion.complete(error);
-                batch[completed++] = completion;
+                completed = complete(slot, acked, error, ackLatency, nowNs, completed);
             }
+        }
+        else
+        {
+            for (long lsn = scanned + 1; lsn <= acked; lsn++)
+            {
+                completed = complete((int)(lsn & mask), acked, error, ackLatency, nowNs, completed);
+            }
+        }
+        if (acked != Long.MAX_VALUE - 1 && acked > scanned)
+        {
+            scanned = acked;
+        }
+        return completed;
+    }
+
+    private int complete(final int slot, final long acked, final int error, final ConcurrentHistogram ackLatency,
+        final long nowNs, final int completed)
+    {
+        final long lsn = lsns.get(slot);
+        if (lsn != FREE && lsn != CLAIMED && lsn <= acked && lsns.compareAndSet(slot, lsn, CLAIMED))
+        {
+            final WriteCompletion completion = completions.get(slot);
+            if (ackLatency != null)
+            {
+                ackLatency.recordValue(Math.min(Math.max(nowNs - startNs[slot], 0),
+                    ackLatency.getHighestTrackableValue()));
+            }
+            release(slot);
+            completion.complete(error);
+            batch[completed] = completion;
+            return completed + 1;
         }
         return completed;
     }

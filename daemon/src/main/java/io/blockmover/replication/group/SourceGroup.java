@@ -66,8 +66,9 @@ public final class SourceGroup implements AutoCloseable
     private static final long DISCARD_BYTES_PER_CALL = 16L << 20;
     /** Writers waiting at once with targeted wake-ups: NBD workers plus connection readers, with room to spare. */
     private static final int WAITER_SLOTS = 64;
-    /** Sync writes waiting for the partner's ACK with no thread held: 16 NBD connections at queue depth 16. */
-    private static final int DEFERRED_SLOTS = 256;
+    // Sync writes waiting for the partner's ACK without a thread (DeferredAcks): LSNs between the oldest and the
+    // newest. 256 were 16 connections at queue depth 16; a 17th's writes then each held its reaper until the ACK.
+    private static final int DEFERRED_SLOTS = 4096;
     /** Regions a resync makes hot in the activity log at once, ahead of the one it sends: one force for them all. */
     private static final int RESYNC_MARK_AHEAD = 64;
     /** A waiting writer re-checks whether it should still wait at least this often. */
@@ -1419,10 +1420,15 @@ public final class SourceGroup implements AutoCloseable
      */
     void partnerHolds(final long held)
     {
-        synchronized (progress)
+        synchronized (deferredAcks)
         {
-            ackedLsn = held;
-            durableLsn = held;
+            // Progress may move back here: the deferred writes' next scan starts no higher, before anyone reads it.
+            deferredAcks.rewind(held);
+            synchronized (progress)
+            {
+                ackedLsn = held;
+                durableLsn = held;
+            }
         }
         progressPublished();
     }
@@ -1479,9 +1485,14 @@ public final class SourceGroup implements AutoCloseable
         {
             deferredAcks.completeUpTo(Long.MAX_VALUE - 1, 0, null, nowNs);
         }
-        else
+        else if (deferredAcks.pending() > 0)
         {
-            deferredAcks.completeUpTo(ackedLsn, 0, partnerAckNs, nowNs);
+            // The progress read under the monitor: a completer that read it earlier and came second would scan
+            // past writes deferred since it moved back (DeferredAcks).
+            synchronized (deferredAcks)
+            {
+                deferredAcks.completeUpTo(ackedLsn, 0, partnerAckNs, nowNs);
+            }
         }
     }
 

@@ -10,6 +10,7 @@ import org.junit.jupiter.api.Timeout;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class DeferredAcksTest
@@ -144,5 +145,52 @@ class DeferredAcksTest
         {
             assertEquals(1, completions.get(lsn), "completions of LSN " + lsn);
         }
+    }
+
+    /**
+     * A write's slot is its LSN modulo the slots: a few hundred connections' writes at queue depth 16 all defer
+     * (with 256 slots found by probing, the 257th waited on its thread, holding its connection's reaper), and an
+     * ACK completes exactly the writes it covers, whichever came first.
+     */
+    @Test
+    void shouldDeferAsManyWritesAsThereAreSlotsAndCompleteExactlyThoseCovered()
+    {
+        final DeferredAcks acks = new DeferredAcks(4096);
+        final int[] calls = new int[4097];
+        for (int lsn = 4096; lsn >= 1; lsn--)
+        {
+            final int at = lsn;
+            assertTrue(acks.defer(lsn, error -> calls[at]++, 0) >= 0, "LSN " + lsn);
+        }
+        assertEquals(-1, acks.defer(4097, error -> { }, 0), "its slot holds LSN 1, still waiting");
+        assertEquals(4096, acks.pending());
+        assertEquals(100, acks.completeUpTo(100, 0, null, 0));
+        assertEquals(0, acks.completeUpTo(100, 0, null, 0));
+        assertEquals(3996, acks.completeUpTo(4096, 0, null, 0));
+        for (int lsn = 1; lsn <= 4096; lsn++)
+        {
+            assertEquals(1, calls[lsn], "completions of LSN " + lsn);
+        }
+        assertTrue(acks.defer(4097, error -> { }, 0) >= 0, "its slot is free again");
+        assertThrows(IllegalArgumentException.class, () -> new DeferredAcks(100));
+    }
+
+    /**
+     * Progress moves back when the partner dropped records it held (SourceGroup.partnerHolds): a write deferred
+     * after that, below what the last scan went through, must still be completed by the next ACK that covers it.
+     * Scanning only from where the last scan ended, it was never completed without the rewind.
+     */
+    @Test
+    void shouldCompleteAWriteDeferredBelowTheLastScanAfterProgressMovedBack()
+    {
+        final DeferredAcks acks = new DeferredAcks(64);
+        final int[] calls = new int[1];
+        acks.defer(10, error -> { }, 0);
+        assertEquals(1, acks.completeUpTo(10, 0, null, 0));
+        acks.rewind(3);
+        assertTrue(acks.defer(5, error -> calls[0]++, 0) >= 0);
+        assertEquals(1, acks.completeUpTo(6, 0, null, 0));
+        assertEquals(1, calls[0]);
+        assertEquals(0, acks.pending());
     }
 }

@@ -2035,6 +2035,52 @@ class SourceGroupTest
         assertEquals(List.of(NbdProtocol.NBD_ESHUTDOWN), outcomes, "a closing group fails what still waits");
     }
 
+    /**
+     * More sync writes wait for the partner at once than 16 connections at queue depth 16 make (256): each is
+     * left to the ACK, none holds its caller. With 256 deferred slots, the 257th waited on its thread (an NBD
+     * connection's reaper, whose other completions then waited with it) until the ACK came, and here until the
+     * test timed out.
+     */
+    @Test
+    void shouldDeferTheSyncWritesOfMoreThanSixteenConnectionsAtQueueDepthSixteen() throws Exception
+    {
+        group = open(GroupMode.SYNC, 4L << 20);
+        final NbdExport export = group.export(0);
+        group.linked(() -> { });
+        group.partnerProgress(0, 0);
+        group.updateCurrent(1L << 30);
+        assertTrue(group.isPartnerCurrent());
+        final int writes = 20 * 16;
+        final List<Integer> outcomes = new java.util.concurrent.CopyOnWriteArrayList<>();
+        final java.util.concurrent.ExecutorService writer = java.util.concurrent.Executors.newSingleThreadExecutor();
+        try
+        {
+            final java.util.concurrent.Future<Integer> deferred = writer.submit(() ->
+            {
+                int n = 0;
+                for (int i = 0; i < writes; i++)
+                {
+                    if (!export.writeDeferrable(4096L * (i % (VOLUME_SIZE / 4096)), pattern(i, 4096), 4096, false,
+                        outcomes::add))
+                    {
+                        n++;
+                    }
+                }
+                return n;
+            });
+            assertEquals(writes, deferred.get(20, TimeUnit.SECONDS), "every write left to the ACK");
+            assertEquals(List.of(), outcomes, "none completed before its ACK");
+            group.partnerProgress(group.log().tailLsn(), group.log().tailLsn());
+            assertEquals(writes, outcomes.size(), "the ACK completed every one");
+            assertTrue(outcomes.stream().allMatch((e) -> e == 0), outcomes.toString());
+        }
+        finally
+        {
+            group.partnerProgress(Long.MAX_VALUE - 1, Long.MAX_VALUE - 1);
+            writer.shutdownNow();
+        }
+    }
+
     @Test
     void shouldRefuseWritesWhileFrozenForASwitch() throws IOException
     {
