@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import org.agrona.CloseHelper;
 import org.agrona.concurrent.AgentRunner;
@@ -67,6 +68,13 @@ final class DestinationGroupHandle
      */
     static final long LOG_SWAP_BACKLOG_BYTES = 16L << 20;
     /**
+     * How long the move waits for the applier to come within {@link #LOG_SWAP_BACKLOG_BYTES}; then it moves anyway,
+     * the session pausing while the applier applies the rest. Under a load the applier only just keeps up with
+     * (a log resized because it was filling, say) the backlog never fell that low, and the move waited until the
+     * load stopped: measured here with 1 MiB writes, the whole 256 MiB log unapplied for as long as they ran.
+     */
+    static final long LOG_SWAP_BACKLOG_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
+    /**
      * The log follows its source's size (the OPEN says it, after a resize there): the size asked (0: no OPEN
      * yet), the new log being written beside the group's and then opened, and a size this host failed to move to,
      * not tried again until the source asks another or the daemon restarts.
@@ -78,6 +86,8 @@ final class DestinationGroupHandle
     private String logResizeWait;
     private String logResizeError;
     private long swapStartNs;
+    // When the new log began waiting for the applier's backlog (0: it is not).
+    private long backlogWaitSinceNs;
 
     DestinationGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
     {
@@ -398,6 +408,7 @@ final class DestinationGroupHandle
         {
             // The source's log changed size again (or back) meanwhile: start over for the size it has now.
             logResize = null;
+            backlogWaitSinceNs = 0;
             logResizeWait = null;
             deleteQuietly(file);
             return 1;
@@ -409,13 +420,26 @@ final class DestinationGroupHandle
         catch (final BlockmoverException ex)
         {
             logResize = null;
+            backlogWaitSinceNs = 0;
             return logResizeFailed(wantedLogSize, ex.getMessage());
         }
+        final long nowNs = System.nanoTime();
+        final long unapplied = group.unappliedBytes();
+        final boolean behind = unapplied > LOG_SWAP_BACKLOG_BYTES;
+        if (!behind)
+        {
+            backlogWaitSinceNs = 0;
+        }
+        else if (backlogWaitSinceNs == 0)
+        {
+            backlogWaitSinceNs = nowNs;
+        }
+        final boolean waitedLongEnough = behind && nowNs - backlogWaitSinceNs >= LOG_SWAP_BACKLOG_WAIT_NS;
         final String wait = group.failure() != null ? "the applier to recover (" + group.failure() + ")" :
             group.damagedLsn() != 0 ? "damaged records to be dropped" :
             testMount != null ? "the test failover to be dismounted" :
-            group.unappliedBytes() > LOG_SWAP_BACKLOG_BYTES ? "the applier to catch up (" +
-                io.blockmover.cli.Format.bytes(group.unappliedBytes()) + " unapplied)" : null;
+            behind && !waitedLongEnough ? "the applier to catch up (" + io.blockmover.cli.Format.bytes(unapplied) +
+                " unapplied)" : null;
         if (wait != null)
         {
             if (logResizeWait == null)
@@ -433,9 +457,19 @@ final class DestinationGroupHandle
         catch (final BlockmoverException | java.io.UncheckedIOException ex)
         {
             logResize = null;
+            backlogWaitSinceNs = 0;
             return logResizeFailed(wantedLogSize, ex.getMessage());
         }
         swapStartNs = System.nanoTime();
+        backlogWaitSinceNs = 0;
+        if (waitedLongEnough)
+        {
+            conductor.log("group " + config.name + ": its applier stayed more than " +
+                io.blockmover.cli.Format.bytes(LOG_SWAP_BACKLOG_BYTES) + " behind for " +
+                TimeUnit.NANOSECONDS.toSeconds(LOG_SWAP_BACKLOG_WAIT_NS) + " s (" +
+                io.blockmover.cli.Format.bytes(unapplied) + " unapplied now): moving to the new log anyway, the " +
+                "session pausing while they are applied");
+        }
         if (receiver != null)
         {
             conductor.log("group " + config.name + ": ending the session from " + config.peer + " to move to the new " +
@@ -481,6 +515,7 @@ final class DestinationGroupHandle
         }
         resizedLog = null;
         logResize = null;
+        backlogWaitSinceNs = 0;
         logResizeWait = null;
         if (error != null)
         {
@@ -768,6 +803,7 @@ final class DestinationGroupHandle
             logResize.cancel();
             logResize.discardWhenDone(store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE));
             logResize = null;
+            backlogWaitSinceNs = 0;
         }
         if (group != null)
         {

@@ -416,6 +416,52 @@ class GroupIT
     }
 
     /**
+     * A log is often resized because it fills under load, and the destination's move to its new log waited for its
+     * applier to come within 16 MiB of the source: under a load the applier only just keeps up with, it never
+     * did, and the move waited until the load stopped (measured by hand: 30 s of 1 MiB writes, the whole 256 MiB
+     * log unapplied throughout). Now it waits 10 s at most, then moves, the session pausing while the rest is
+     * applied: here the destination's log takes the new size while the writes still run, and both sides end equal.
+     */
+    @Test
+    void shouldMoveTheDestinationToItsResizedLogWhileWritesGoOn() throws Exception
+    {
+        assumeTools("fio");
+        final String name = "busyresize";
+        // 1 GiB volumes, sparse and equal (seeded: nothing sent), so that the destination's applier, not the
+        // page cache, sets the pace: with 64 MiB ones it kept within 16 MiB now and then, and moved without the fix.
+        final long size = 1L << 30;
+        final Path[] sources = {Volumes.zeros(testbed.dir.resolve(name + "-src.img"), size)};
+        final Path[] destinations = {Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), size)};
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "async", "--log-size", "256m", "--seeded"));
+        awaitReplicated(testbed, name, 120);
+        final String uri = GroupChecks.uri(created, 0);
+        final CompletableFuture<Run> load = CompletableFuture.supplyAsync(() -> tool("fio", "--name=busy",
+            "--ioengine=nbd", "--uri=" + uri, "--rw=randwrite", "--bs=1m", "--iodepth=16", "--size=1g",
+            "--time_based", "--runtime=30", "--randseed=47"));
+        try
+        {
+            Testbed.await("site-b's log to fill", 20, () -> number(GroupChecks.log(testbed.group("site-b", name)),
+                "used") > 64 * MIB);
+            testbed.cli("site-a", "group", "set", name, "--log-size", "512m").expect(0);
+            final String moved = "group " + name + ": its log is now 536870912 bytes (was 268435456), as site-a's is";
+            Testbed.await("site-b's log to take the new size", 40, () -> testbed.log("site-b").contains(moved),
+                () -> testbed.logTail("site-b", 20));
+            assertFalse(load.isDone(), "moved only once the writes had stopped:\n" + testbed.logTail("site-b", 20));
+            load.get(60, TimeUnit.SECONDS);
+            awaitReplicated(testbed, name, 120);
+            GroupChecks.assertSameVolumes(sources, destinations, size);
+        }
+        finally
+        {
+            load.handle((run, failure) -> null).get(60, TimeUnit.SECONDS);
+            GroupChecks.delete(testbed, name);
+            Files.deleteIfExists(sources[0]);
+            Files.deleteIfExists(destinations[0]);
+        }
+    }
+
+    /**
      * A destination whose log was following its source's new size, and that becomes the source before it got there
      * (a failover here), goes on with the resize as its own: the size the admin set outlives the role change.
      */
