@@ -60,8 +60,11 @@ final class GroupCommand implements Callable<Integer>
             "Every region of every volume is sent while writes through the NBD exports are already replicated",
             "(with --seeded: every region is compared on both hosts, and only those that differ are sent).",
             "Returns once the partner accepted the group; follow it with 'blockmover group status NAME'.",
-            "Fails at once when nothing answers at the partner's address; a handshake that breaks after the",
-            "connection was made (reset, no answer in connect.timeout) is tried twice more first."})
+            "The partner is asked as soon as this host begins writing its log, so a group it refuses (a target",
+            "missing or too small, no room for its log) is refused within seconds, and both logs are written at",
+            "the same time. Fails at once when nothing answers at the partner's address; a handshake that breaks",
+            "after the connection was made (reset, no answer in connect.timeout) is tried twice more first.",
+            "Ctrl-C leaves the create running in the daemon; 'blockmover group delete NAME' cancels it."})
     static final class Create extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "group name (letters, digits, '.', '_', '-')")
@@ -84,10 +87,10 @@ final class GroupCommand implements Callable<Integer>
         @Option(names = "--log-size", paramLabel = "SIZE", description = "record log on each side (e.g. 8g): how " +
             "much an async group or an outage can queue before writes fall back to bitmap tracking (default: " +
             "the daemon's group.log.size; refused at once where the file system of the state directory lacks " +
-            "room for it). Each side writes its log whole once before the group starts (about a " +
-            "second per GiB on an SSD); both daemons keep serving meanwhile, this command shows how far each " +
-            "log is (on stderr, once it has waited a second), and it returns once the partner has accepted the " +
-            "group")
+            "room for it, on either host). Each side writes its log whole once before the group starts (about " +
+            "a second per GiB on an SSD), both at the same time; both daemons keep serving meanwhile, this " +
+            "command shows how far the logs are (on stderr, once it has waited a second), and it returns once " +
+            "the partner has accepted the group")
         String logSize;
 
         @Option(names = "--on-disconnect", paramLabel = "continue|block", defaultValue = "continue",
