@@ -454,7 +454,7 @@ public final class BlockmoverCli
                 final Object why = "waiting".equals(job.get("phase")) ? job.get("last_error") : null;
                 line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s%s",
                     ProgressLine.bar(fraction), fraction * 100, Format.bytes(done), Format.bytes(size),
-                    Format.rate(line.rate()), Format.duration(line.secondsLeft(size - done)), job.get("phase"),
+                    line.formatRate(line.rate()), Format.duration(line.secondsLeft(size - done)), job.get("phase"),
                     why != null ? ": " + why : ""));
             }
         }

@@ -134,7 +134,7 @@ abstract class GroupProgress implements AutoCloseable
         final double fraction = size == 0 ? 1 : (double)done / size;
         line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %s / %s  %s  ETA %s  %s",
             ProgressLine.bar(fraction), fraction * 100, Format.bytes(done), Format.bytes(size),
-            Format.rate(line.rate()), Format.duration(line.secondsLeft(size - done)), doing()));
+            line.formatRate(line.rate()), Format.duration(line.secondsLeft(size - done)), doing()));
     }
 
     /**

@@ -20,6 +20,7 @@ final class ProgressLine
     private long lastNs = System.nanoTime();
     private long lastDone = -1;
     private double rate;
+    private boolean rateKnown;
     private long lastPrintNs;
     private boolean drawn;
 
@@ -44,7 +45,8 @@ final class ProgressLine
         if (lastDone >= 0 && now > lastNs)
         {
             final double instant = (done - lastDone) / ((now - lastNs) / 1e9);
-            rate = rate == 0 ? instant : 0.7 * rate + 0.3 * instant;
+            rate = rateKnown ? 0.7 * rate + 0.3 * instant : instant;
+            rateKnown = true;
         }
         lastDone = done;
         lastNs = now;
@@ -65,12 +67,22 @@ final class ProgressLine
     }
 
     /**
+     * @param bytesPerSecond {@link #rate()} in bytes.
+     * @return the rate as {@link Format#rate} gives it, or "-- MB/s" until two updates were seen: the first line
+     *     of a job followed from the middle (a second log, a create asked about late) said "0 MB/s".
+     */
+    String formatRate(final double bytesPerSecond)
+    {
+        return rateKnown ? Format.rate(bytesPerSecond) : "-- MB/s";
+    }
+
+    /**
      * @param remaining units left.
      * @return the estimated time left, for {@link Format#duration(double)}: NaN while the rate is unknown.
      */
     double secondsLeft(final long remaining)
     {
-        return rate > 0 ? remaining / rate : Double.NaN;
+        return rateKnown && rate > 0 ? remaining / rate : Double.NaN;
     }
 
     void print(final String line)

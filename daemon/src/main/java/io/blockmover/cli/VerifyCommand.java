@@ -259,7 +259,7 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
             final double fraction = total == 0 ? 1 : (double)done / total;
             line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %d of %d regions compared  %.0f regions/s " +
                 "(%s)  ETA %s  %d different  %s", ProgressLine.bar(fraction), fraction * 100, done, total,
-                line.rate(), Format.rate(line.rate() * number(job, "region_length")),
+                line.rate(), line.formatRate(line.rate() * number(job, "region_length")),
                 Format.duration(line.secondsLeft(total - done)), number(job, "regions_different"), job.get("state")));
         }
 
