@@ -350,10 +350,14 @@ final class SourceGroupHandle
      */
     private int probePartner(final long nowNs)
     {
-        if (probeOpened)
-        {
-            return 0;
-        }
+        return probeOpened ? 0 : dialOrHandshake(nowNs);
+    }
+
+    /**
+     * The handshake under way, or the next OPEN once it is due.
+     */
+    private int dialOrHandshake(final long nowNs)
+    {
         if (dialer.isActive())
         {
             return handshake(nowNs);
@@ -663,16 +667,7 @@ final class SourceGroupHandle
         {
             return checkSession(nowNs);
         }
-        if (dialer.isActive())
-        {
-            return handshake(nowNs);
-        }
-        if (nowNs >= retryAtNs)
-        {
-            startConnect(nowNs);
-            return 1;
-        }
-        return 0;
+        return dialOrHandshake(nowNs);
     }
 
     /**
