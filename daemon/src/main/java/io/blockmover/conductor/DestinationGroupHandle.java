@@ -533,6 +533,14 @@ final class DestinationGroupHandle
         logResizeError = "the log was not resized to " + size + " bytes, as " + config.peer + "'s is: " + why;
         conductor.log("group " + config.name + ": " + logResizeError + "; it keeps its " + config.logSize +
             "-byte log (tried again when " + config.peer + "'s log changes size, or this daemon restarts)");
+        if (receiver != null)
+        {
+            // The source hears why in its next OPENED (log_resize_error) and shows it: without this, only after
+            // the next lost link, which may be weeks away, while it showed the old size with no reason.
+            conductor.log("group " + config.name + ": ending the session from " + config.peer + " so that it " +
+                "hears why; it reconnects at once");
+            closeSession(ErrorCode.BUSY, "this host's log could not follow yours; reconnect to hear why");
+        }
         deleteQuietly(store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE));
         return 1;
     }

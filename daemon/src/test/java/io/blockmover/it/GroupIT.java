@@ -416,6 +416,43 @@ class GroupIT
     }
 
     /**
+     * A destination that cannot follow its source's new log size (here a directory where its new log goes) keeps
+     * its log and says why; the source shows that reason (partner_log_resize_error) at once. It used to learn it
+     * only from the next session's OPENED, after the next lost link, and showed the old size with no reason.
+     */
+    @Test
+    void shouldShowAtOnceWhyThePartnerCouldNotFollowAResize() throws Exception
+    {
+        final String name = "nofollow";
+        final Path[] sources = randomFiles(name + "-src", 1, 53);
+        final Path[] destinations = zeroFiles(name + "-dst", 1);
+        GroupChecks.create(testbed, name, concat(volumeOptions(sources, destinations), "--mode", "async",
+            "--log-size", "16m"));
+        final Path blocker = testbed.dir.resolve("site-b/state/groups/" + name + "/log.resize");
+        try
+        {
+            awaitReplicated(testbed, name, 60);
+            Files.createDirectories(blocker.resolve("in-the-way"));
+            testbed.cli("site-a", "group", "set", name, "--log-size", "32m").expect(0);
+            Testbed.await("site-b to fail to follow", 30, () -> testbed.log("site-b").contains("group " + name +
+                ": the log was not resized to 33554432 bytes, as site-a's is"), () -> testbed.logTail("site-b", 20));
+            Testbed.await("site-a to show why", 20, () -> testbed.group("site-a", name)
+                .get("partner_log_resize_error") instanceof String why && why.contains("33554432"),
+                () -> testbed.group("site-a", name).toString());
+            final Map<String, Object> status = testbed.group("site-a", name);
+            assertEquals(16 * MIB, number(status, "partner_log_size"), status.toString());
+            assertEquals(32 * MIB, number(GroupChecks.log(status), "size"), status.toString());
+            final Run shown = testbed.cli("site-a", "group", "status", name).expect(0);
+            assertTrue(shown.stdout().contains("the log was not resized to 33554432 bytes"), shown.stdout());
+            awaitReplicated(testbed, name, 60);
+        }
+        finally
+        {
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
+    /**
      * A log is often resized because it fills under load, and the destination's move to its new log waited for its
      * applier to come within 16 MiB of the source: under a load the applier only just keeps up with, it never
      * did, and the move waited until the load stopped (measured by hand: 30 s of 1 MiB writes, the whole 256 MiB
