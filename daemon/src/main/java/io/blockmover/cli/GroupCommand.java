@@ -63,7 +63,8 @@ final class GroupCommand implements Callable<Integer>
             "The partner is asked as soon as this host begins writing its log, so a group it refuses (a target",
             "missing or too small, no room for its log) is refused within seconds, and both logs are written at",
             "the same time. Fails at once when nothing answers at the partner's address; a handshake that breaks",
-            "after the connection was made (reset, no answer in connect.timeout) is tried twice more first.",
+            "after the connection was made (reset, no answer in connect.timeout) is tried again, and the create",
+            "fails after three broken in a row.",
             "Ctrl-C leaves the create running in the daemon; 'blockmover group delete NAME' cancels it."})
     static final class Create extends BlockmoverCli.Common implements Callable<Integer>
     {

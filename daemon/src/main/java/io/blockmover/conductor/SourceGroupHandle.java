@@ -954,6 +954,9 @@ final class SourceGroupHandle
             // client waits for the answer), and say so once.
             final Matcher progress = LogPreparer.PROGRESS.matcher(message);
             partnerLogWritten = progress.find() ? Long.parseLong(progress.group(1)) : -1;
+            // A handshake that was answered: the link works. Broken handshakes are counted in a row, or a long
+            // log write (asked every 250 ms, both logs at once) gathered three odd breaks and failed the create.
+            createRetries = 0;
             if (!partnerPreparing)
             {
                 partnerPreparing = true;

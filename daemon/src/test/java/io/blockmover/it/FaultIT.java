@@ -257,6 +257,69 @@ class FaultIT
     }
 
     /**
+     * While the logs of a new group are written (seconds to minutes), the source asks its partner every 250 ms.
+     * Three handshakes broken over that time, each followed by answered ones, are three separate blips, not a
+     * partner that keeps breaking: the create goes on. Counted over the whole create, the third failed it.
+     */
+    @Test
+    @SuppressWarnings("try")
+    void shouldCountOnlyHandshakesBrokenInARowAgainstACreate() throws Exception
+    {
+        try (FaultProxy proxy = new FaultProxy(0);
+            Testbed testbed = Testbed.up("blips", "--loopback", "--set-a", "peer.site-b.address=127.0.0.1:" +
+                proxy.port()))
+        {
+            proxy.target(testbed.address("site-b"));
+            final long size = 8L * MIB;
+            final Path source = Volumes.random(testbed.dir.resolve("bl-src.img"), size, 29);
+            final Path target = Volumes.zeros(testbed.dir.resolve("bl-dst.img"), size);
+            final java.util.concurrent.CompletableFuture<Run> create = java.util.concurrent.CompletableFuture
+                .supplyAsync(() -> testbed.cli("site-a", "group", "create", "bl", "--peer", "site-b", "--volume",
+                source + "=" + target, "--log-size", "4g"));
+            long partnerWritten = -1;
+            for (int reset = 1; reset <= 3; reset++)
+            {
+                proxy.resetFirst(1);
+                final int expected = reset;
+                Testbed.await("reset " + reset, 60, () -> proxy.resets() == expected || create.isDone());
+                // Then an answered handshake: site-b's log progress, as its PREPARING said it, moves on.
+                final long before = partnerWritten;
+                Testbed.await("an answered handshake after reset " + reset, 60, () -> create.isDone() ||
+                    partnerLogWritten(testbed) > before);
+                partnerWritten = partnerLogWritten(testbed);
+            }
+            final Run created = create.get(300, java.util.concurrent.TimeUnit.SECONDS);
+            assertEquals(0, created.exitCode(), created + "\n" + testbed.logTail("site-a", 20));
+            assertEquals(3, proxy.resets(), "the logs were written before three resets came");
+            assertTrue(testbed.log("site-a").contains("during the handshake, asking again (1 of 2)"),
+                testbed.logTail("site-a", 20));
+            assertFalse(testbed.log("site-a").contains("asking again (2 of 2)"), "counted as in a row:\n" +
+                testbed.logTail("site-a", 20));
+            GroupChecks.awaitReplicated(testbed, "bl", 60);
+            assertNull(Volumes.firstDifference(source, target, size));
+            GroupChecks.delete(testbed, "bl");
+        }
+    }
+
+    /**
+     * @return how far site-b's log is, as site-a last heard it (the creating status), or -1 while not known.
+     */
+    private static long partnerLogWritten(final Testbed testbed)
+    {
+        try
+        {
+            final Map<?, ?> status = (Map<?, ?>)testbed.call("site-a", "group-status", Map.of("name", "bl"));
+            final Object written = status.get("partner_log_written") != null ? status.get("partner_log_written") :
+                "site-b".equals(status.get("log_host")) ? status.get("log_written") : null;
+            return written instanceof Number n ? n.longValue() : -1;
+        }
+        catch (final io.blockmover.BlockmoverException ex)
+        {
+            return -1;
+        }
+    }
+
+    /**
      * Connections to the peer port that never finish their handshake (nothing sent, or half a frame header) cost
      * their host nothing lasting: each is closed once connect.timeout has passed, and a real partner's group is
      * created and replicated while they hang.
