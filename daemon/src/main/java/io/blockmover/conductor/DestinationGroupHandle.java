@@ -86,7 +86,7 @@ final class DestinationGroupHandle
     private String logResizeWait;
     private String logResizeError;
     private long swapStartNs;
-    // When the new log began waiting for the applier's backlog (0: it is not).
+    // When the new log began waiting for the applier's backlog (0: it is not); set afresh for each resize.
     private long backlogWaitSinceNs;
 
     DestinationGroupHandle(final Conductor conductor, final GroupStore store, final GroupConfig config)
@@ -394,6 +394,7 @@ final class DestinationGroupHandle
             }
             logResizeError = null;
             logResizeWait = null;
+            backlogWaitSinceNs = 0; // Every resize waits afresh: each begins here.
             logResize = conductor.groups().logPreparer().prepare(file, wantedLogSize, config.regionLength,
                 config.name, config.peer);
             conductor.log("group " + config.name + ": its log follows " + config.peer + "'s to " + wantedLogSize +
@@ -408,7 +409,6 @@ final class DestinationGroupHandle
         {
             // The source's log changed size again (or back) meanwhile: start over for the size it has now.
             logResize = null;
-            backlogWaitSinceNs = 0;
             logResizeWait = null;
             deleteQuietly(file);
             return 1;
@@ -420,7 +420,6 @@ final class DestinationGroupHandle
         catch (final BlockmoverException ex)
         {
             logResize = null;
-            backlogWaitSinceNs = 0;
             return logResizeFailed(wantedLogSize, ex.getMessage());
         }
         final long nowNs = System.nanoTime();
@@ -457,11 +456,9 @@ final class DestinationGroupHandle
         catch (final BlockmoverException | java.io.UncheckedIOException ex)
         {
             logResize = null;
-            backlogWaitSinceNs = 0;
             return logResizeFailed(wantedLogSize, ex.getMessage());
         }
         swapStartNs = System.nanoTime();
-        backlogWaitSinceNs = 0;
         if (waitedLongEnough)
         {
             conductor.log("group " + config.name + ": its applier stayed more than " +
@@ -515,7 +512,6 @@ final class DestinationGroupHandle
         }
         resizedLog = null;
         logResize = null;
-        backlogWaitSinceNs = 0;
         logResizeWait = null;
         if (error != null)
         {
@@ -811,7 +807,6 @@ final class DestinationGroupHandle
             logResize.cancel();
             logResize.discardWhenDone(store.dir(config.name).resolve(SourceGroupHandle.RESIZED_LOG_FILE));
             logResize = null;
-            backlogWaitSinceNs = 0;
         }
         if (group != null)
         {

@@ -1125,31 +1125,22 @@ final class Groups implements AutoCloseable
         {
             throw preparing(config, peer, preparation);
         }
-        if (probe)
-        {
-            try
-            {
-                preparation.check();
-            }
-            catch (final BlockmoverException ex)
-            {
-                preparingDestinations.remove(config.name);
-                store.delete(config.name);
-                throw ex;
-            }
-            // Kept for the source's OPEN once its own log is written.
-            throw probeAnswer(config.name, config.logSize, peer);
-        }
-        preparingDestinations.remove(config.name);
         try
         {
             preparation.check();
         }
         catch (final BlockmoverException ex)
         {
+            preparingDestinations.remove(config.name);
             store.delete(config.name);
             throw ex;
         }
+        if (probe)
+        {
+            // Kept for the source's OPEN once its own log is written.
+            throw probeAnswer(config.name, config.logSize, peer);
+        }
+        preparingDestinations.remove(config.name);
     }
 
     /**

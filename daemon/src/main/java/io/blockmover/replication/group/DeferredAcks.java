@@ -32,6 +32,8 @@ final class DeferredAcks
 {
     private static final long FREE = 0;
     private static final long CLAIMED = Long.MAX_VALUE;
+    /** The progress that completes every write waiting (the group closes, or stopped waiting): a full scan. */
+    static final long EVERY_WRITE = Long.MAX_VALUE - 1;
 
     private final int mask;
     private final AtomicLongArray lsns;
@@ -119,7 +121,7 @@ final class DeferredAcks
      * caller.
      *
      * @param acked       the partner's progress, already published, read under this object's monitor; or
-     *                    Long.MAX_VALUE - 1 for every write waiting (the group closes, or stopped waiting).
+     *                    {@link #EVERY_WRITE}.
      * @param error       0, or the NBD error every completed write fails with.
      * @param ackLatency  records each completed write's time since it began, or null.
      * @param nowNs       the time now.
@@ -147,7 +149,7 @@ final class DeferredAcks
         final long nowNs)
     {
         int completed = 0;
-        if (acked == Long.MAX_VALUE - 1 || acked - scanned > mask)
+        if (acked == EVERY_WRITE || acked - scanned > mask)
         {
             // Every slot: all that wait, or progress that passed more LSNs than there are slots.
             for (int slot = 0; slot <= mask; slot++)
@@ -162,7 +164,7 @@ final class DeferredAcks
                 completed = complete((int)(lsn & mask), acked, error, ackLatency, nowNs, completed);
             }
         }
-        if (acked != Long.MAX_VALUE - 1 && acked > scanned)
+        if (acked != EVERY_WRITE && acked > scanned)
         {
             scanned = acked;
         }

@@ -1479,11 +1479,11 @@ public final class SourceGroup implements AutoCloseable
         final long nowNs = System.nanoTime();
         if (closed)
         {
-            deferredAcks.completeUpTo(Long.MAX_VALUE - 1, NbdProtocol.NBD_ESHUTDOWN, null, nowNs);
+            deferredAcks.completeUpTo(DeferredAcks.EVERY_WRITE, NbdProtocol.NBD_ESHUTDOWN, null, nowNs);
         }
         else if (!waitsForPartner())
         {
-            deferredAcks.completeUpTo(Long.MAX_VALUE - 1, 0, null, nowNs);
+            deferredAcks.completeUpTo(DeferredAcks.EVERY_WRITE, 0, null, nowNs);
         }
         else if (deferredAcks.pending() > 0)
         {
