@@ -473,28 +473,44 @@ class GroupIT
             destinations), "--mode", "async", "--log-size", "256m", "--seeded"));
         awaitReplicated(testbed, name, 120);
         final String uri = GroupChecks.uri(created, 0);
-        final CompletableFuture<Run> load = CompletableFuture.supplyAsync(() -> tool("fio", "--name=busy",
-            "--ioengine=nbd", "--uri=" + uri, "--rw=randwrite", "--bs=1m", "--iodepth=16", "--size=1g",
-            "--time_based", "--runtime=30", "--randseed=47"));
+        // The load runs until the move has come (or the wait for it has failed), not for a fixed time: in a full
+        // suite the source's own resize took 15 s before the destination began following, and a 30 s load ended
+        // just before the move.
+        final Process load = new ProcessBuilder("fio", "--name=busy", "--ioengine=nbd", "--uri=" + uri,
+            "--rw=randwrite", "--bs=1m", "--iodepth=16", "--size=1g", "--time_based", "--runtime=300",
+            "--randseed=47").redirectErrorStream(true).redirectOutput(testbed.dir.resolve(name + "-fio.log").toFile())
+            .start();
         try
         {
             Testbed.await("site-b's log to fill", 20, () -> number(GroupChecks.log(testbed.group("site-b", name)),
                 "used") > 64 * MIB);
             testbed.cli("site-a", "group", "set", name, "--log-size", "512m").expect(0);
             final String moved = "group " + name + ": its log is now 536870912 bytes (was 268435456), as site-a's is";
-            Testbed.await("site-b's log to take the new size", 40, () -> testbed.log("site-b").contains(moved),
-                () -> testbed.logTail("site-b", 20));
-            assertFalse(load.isDone(), "moved only once the writes had stopped:\n" + testbed.logTail("site-b", 20));
-            load.get(60, TimeUnit.SECONDS);
+            Testbed.await("site-b's log to take the new size", 120, () -> testbed.log("site-b").contains(moved) ||
+                !load.isAlive(), () -> testbed.logTail("site-b", 20));
+            assertTrue(load.isAlive(), "moved only once the writes had stopped:\n" + testbed.logTail("site-b", 20));
+            stop(load);
             awaitReplicated(testbed, name, 120);
             GroupChecks.assertSameVolumes(sources, destinations, size);
         }
         finally
         {
-            load.handle((run, failure) -> null).get(60, TimeUnit.SECONDS);
+            stop(load);
             GroupChecks.delete(testbed, name);
             Files.deleteIfExists(sources[0]);
             Files.deleteIfExists(destinations[0]);
+        }
+    }
+
+    /**
+     * Ends a tool run in the background (SIGTERM: fio stops its jobs and exits), and waits for it to be gone.
+     */
+    private static void stop(final Process process) throws InterruptedException
+    {
+        process.destroy();
+        if (!process.waitFor(60, TimeUnit.SECONDS))
+        {
+            process.destroyForcibly().waitFor();
         }
     }
 
