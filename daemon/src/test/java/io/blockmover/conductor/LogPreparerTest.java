@@ -1,6 +1,9 @@
 package io.blockmover.conductor;
 
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -117,6 +120,44 @@ class LogPreparerTest
             assertEquals(ErrorCode.CANCELLED, notBegun.code());
             assertTrue(notBegun.getMessage().contains("before it began"), notBegun.getMessage());
             assertEquals(1, begun.get(), "the queued one was begun");
+        }
+    }
+
+    /**
+     * A cancel that comes after the writer's last look (its last MiB) finds the log written in full: it is deleted
+     * and the preparation fails CANCELLED all the same, so that a cancelled log is never kept or used. It used to
+     * end as written, and the daemon said so after saying it had stopped it.
+     */
+    @Test
+    void shouldDeleteALogCancelledAfterItsLastMibAndFailCancelled() throws Exception
+    {
+        final CountDownLatch lastLookDone = new CountDownLatch(1);
+        final CountDownLatch cancelledLate = new CountDownLatch(1);
+        final Path file = dir.resolve("log");
+        try (LogPreparer preparer = new LogPreparer((to, capacity, maxRecordLength, written, cancelled) ->
+        {
+            assertFalse(cancelled.getAsBoolean());
+            written.set(capacity);
+            try
+            {
+                Files.write(to, new byte[4096]);
+                lastLookDone.countDown();
+                cancelledLate.await();
+            }
+            catch (final IOException | InterruptedException ex)
+            {
+                throw new IllegalStateException(ex);
+            }
+        }))
+        {
+            final LogPreparer.Preparation preparation = preparer.prepare(file, 1 << 20, 65536, "g", "peer");
+            lastLookDone.await();
+            preparation.cancel();
+            cancelledLate.countDown();
+            awaitTrue("the preparation to end", preparation::isDone);
+            final BlockmoverException failed = assertThrows(BlockmoverException.class, preparation::check);
+            assertEquals(ErrorCode.CANCELLED, failed.code());
+            assertFalse(Files.exists(file), "the log written in full is kept");
         }
     }
 
