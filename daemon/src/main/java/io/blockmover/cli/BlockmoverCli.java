@@ -435,7 +435,7 @@ public final class BlockmoverCli
         {
             final long size = ((Number)job.get("size")).longValue();
             final long done = ((Number)job.get("bytes_done")).longValue();
-            if (!line.update(done, isTerminal(job)))
+            if (!line.update(done, size, isTerminal(job)))
             {
                 return;
             }

@@ -127,7 +127,7 @@ abstract class GroupProgress implements AutoCloseable
     final void draw(final long done, final long size, final boolean finished)
     {
         total = size;
-        if (line == null || !line.update(done, finished))
+        if (line == null || !line.update(done, size, finished))
         {
             return;
         }
@@ -185,6 +185,8 @@ abstract class GroupProgress implements AutoCloseable
     {
         private String host;
         private String peer;
+        private String partner;
+        private boolean allWritten;
 
         LogWritten(final Path socket, final String group, final PrintStream out)
         {
@@ -200,6 +202,7 @@ abstract class GroupProgress implements AutoCloseable
                 return;
             }
             final String logHost = String.valueOf(status.get("log_host"));
+            partner = String.valueOf(status.get("peer"));
             final String both = status.get("partner_log_written") instanceof Number ?
                 String.valueOf(status.get("peer")) : null;
             if (!logHost.equals(host) || !java.util.Objects.equals(both, peer))
@@ -209,20 +212,21 @@ abstract class GroupProgress implements AutoCloseable
                 host = logHost;
                 peer = both;
             }
-            if (peer != null)
-            {
-                draw(written.longValue() + ((Number)status.get("partner_log_written")).longValue(),
-                    2 * size.longValue(), false);
-            }
-            else
-            {
-                draw(written.longValue(), size.longValue(), false);
-            }
+            final long done = peer != null ?
+                written.longValue() + ((Number)status.get("partner_log_written")).longValue() : written.longValue();
+            final long total = peer != null ? 2 * size.longValue() : size.longValue();
+            allWritten = done >= total;
+            draw(done, total, false);
         }
 
         @Override
         String doing()
         {
+            if (allWritten)
+            {
+                // Written, and the create not yet answered: the partner has yet to take the group.
+                return (peer != null ? "logs" : "log") + " written, waiting for " + partner + " to open the group";
+            }
             return peer != null ? "writing the group's logs on " + host + " and " + peer : "writing the group's log " +
                 "on " + host;
         }

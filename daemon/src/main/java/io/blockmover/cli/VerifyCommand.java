@@ -252,7 +252,7 @@ final class VerifyCommand extends BlockmoverCli.Common implements Callable<Integ
         {
             final long total = number(job, "regions_total");
             final long done = number(job, "regions_compared") + number(job, "regions_skipped");
-            if (!line.update(done, !isRunning(job)))
+            if (!line.update(done, total, !isRunning(job)))
             {
                 return;
             }
