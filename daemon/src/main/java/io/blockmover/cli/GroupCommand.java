@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -65,7 +66,9 @@ final class GroupCommand implements Callable<Integer>
             "the same time. Fails at once when nothing answers at the partner's address; a handshake that breaks",
             "after the connection was made (reset, no answer in connect.timeout) is tried again, and the create",
             "fails after three broken in a row.",
-            "Ctrl-C leaves the create running in the daemon; 'blockmover group delete NAME' cancels it."})
+            "Ctrl-C (or SIGTERM) cancels a create still under way, on both hosts, and exits with status 130;",
+            "a group created before the interrupt reached the daemon is kept. A create whose client went away",
+            "otherwise (its host rebooted, its SSH session cut) runs on: 'blockmover group delete NAME' cancels it."})
     static final class Create extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "group name (letters, digits, '.', '_', '-')")
@@ -160,9 +163,25 @@ final class GroupCommand implements Callable<Integer>
                 }
             }
             final Map<String, Object> status;
+            final AtomicBoolean answered = new AtomicBoolean();
+            final AtomicBoolean interrupted = new AtomicBoolean();
+            cancelOnInterrupt(answered, interrupted);
             try (GroupProgress progress = GroupProgress.create(socket(), name, System.err, json))
             {
-                status = (Map<String, Object>)call("group-create", args);
+                try
+                {
+                    status = (Map<String, Object>)call("group-create", args);
+                    answered.set(true);
+                }
+                finally
+                {
+                    while (interrupted.get())
+                    {
+                        // The interrupt's handler says what became of the create and ends the process: this
+                        // thread must not exit first with the create's own answer (the CANCELLED it caused).
+                        java.util.concurrent.locks.LockSupport.park();
+                    }
+                }
                 progress.succeeded();
             }
             if (json)
@@ -181,7 +200,54 @@ final class GroupCommand implements Callable<Integer>
             }
             return 0;
         }
+
+        /**
+         * Ctrl-C or SIGTERM while the create is under way cancels it in the daemon (only if it is still under way:
+         * the answer and the interrupt may cross), says what became of it, and exits 130. It used to leave the
+         * create running, a log of gigabytes being written on both hosts for a group the admin had given up on.
+         */
+        private void cancelOnInterrupt(final AtomicBoolean answered, final AtomicBoolean interrupted)
+        {
+            final sun.misc.SignalHandler handler = (signal) ->
+            {
+                interrupted.set(true);
+                String said;
+                if (answered.get())
+                {
+                    said = "interrupted after group " + name + " was created; it is kept";
+                }
+                else
+                {
+                    try (ControlClient client = ControlClient.connect(socket(), CANCEL_TIMEOUT_MS))
+                    {
+                        final Object result = client.call("group-delete", Map.of("name", name, "only_if_creating",
+                            true));
+                        said = result instanceof Map<?, ?> r && Boolean.TRUE.equals(r.get("deleted")) ?
+                            "interrupted: the create of group " + name + " is cancelled, nothing of it is kept" :
+                            result instanceof Map<?, ?> r && Boolean.TRUE.equals(r.get("exists")) ?
+                            "interrupted after group " + name + " was created; it is kept ('blockmover group " +
+                            "delete " + name + "' removes it)" :
+                            "interrupted: the create of group " + name + " had already ended";
+                    }
+                    catch (final RuntimeException ex)
+                    {
+                        said = "interrupted, but the create of group " + name + " could not be cancelled (" +
+                            ex.getMessage() + "): 'blockmover group delete " + name + "' cancels it";
+                    }
+                }
+                System.err.println();
+                System.err.println("blockmover: " + said);
+                System.err.flush();
+                Runtime.getRuntime().halt(INTERRUPTED_EXIT);
+            };
+            sun.misc.Signal.handle(new sun.misc.Signal("INT"), handler);
+            sun.misc.Signal.handle(new sun.misc.Signal("TERM"), handler);
+        }
     }
+
+    /** Exit status of a command ended by Ctrl-C, as a shell reports one killed by SIGINT. */
+    static final int INTERRUPTED_EXIT = 130;
+    private static final long CANCEL_TIMEOUT_MS = 10_000;
 
     /**
      * blockmover group status.

@@ -296,7 +296,8 @@ final class Groups implements AutoCloseable
             case "group-create" -> create(client, id, args);
             case "group-suspend" -> client.reply(id, suspend(name(args), true));
             case "group-resume" -> client.reply(id, suspend(name(args), false));
-            case "group-delete" -> client.reply(id, delete(name(args)));
+            case "group-delete" -> client.reply(id, Boolean.TRUE.equals(args.get("only_if_creating")) ?
+                cancelInterruptedCreate(name(args)) : delete(name(args)));
             case "group-freeze" -> client.reply(id, freeze(name(args), true));
             case "group-thaw" -> client.reply(id, freeze(name(args), false));
             case "group-switch" -> switchRoles(client, id, name(args), Boolean.TRUE.equals(args.get("force")),
@@ -1036,17 +1037,42 @@ final class Groups implements AutoCloseable
      * answering): the create is answered CANCELLED and stops, its log too, and nothing of it is kept here. A log
      * the partner began for it is deleted there once unasked for group.log.unclaimed.keep.
      */
-    private Map<String, Object> cancelCreate(final SourceGroupHandle creating)
+    private Map<String, Object> cancelCreate(final SourceGroupHandle creating, final boolean interrupted)
     {
         final String name = creating.config.name;
-        creating.cancelCreate("group " + name + " was deleted ('blockmover group delete " + name + "') before " +
-            creating.config.peer + " accepted it");
+        creating.cancelCreate(interrupted ? "the 'group create " + name + "' was interrupted before " +
+            creating.config.peer + " accepted the group" : "group " + name + " was deleted ('blockmover group " +
+            "delete " + name + "') before " + creating.config.peer + " accepted it");
         rejected(creating);
-        conductor.log("group " + name + " deleted while being created: its create is cancelled");
+        conductor.log("group " + name + (interrupted ? ": its 'group create' was interrupted (Ctrl-C)" :
+            " deleted while being created") + ": its create is cancelled");
         final Map<String, Object> result = new LinkedHashMap<>();
         result.put("name", name);
         result.put("role", "source");
         result.put("deleted", true);
+        return result;
+    }
+
+    /**
+     * group-delete with only_if_creating, from a 'group create' interrupted (Ctrl-C): cancels that create if it is
+     * still under way, and touches nothing else. The create may have been answered meanwhile (the interrupt and
+     * the answer cross); a group that exists is then left as it is, never deleted by a Ctrl-C.
+     *
+     * @return deleted true when a create was cancelled; otherwise deleted false, and whether the group exists.
+     */
+    private Map<String, Object> cancelInterruptedCreate(final String name)
+    {
+        for (final SourceGroupHandle creating : pending)
+        {
+            if (creating.config.name.equals(name))
+            {
+                return cancelCreate(creating, true);
+            }
+        }
+        final Map<String, Object> result = new LinkedHashMap<>();
+        result.put("name", name);
+        result.put("deleted", false);
+        result.put("exists", sources.containsKey(name) || destinations.containsKey(name));
         return result;
     }
 
@@ -1060,7 +1086,7 @@ final class Groups implements AutoCloseable
             {
                 if (creating.config.name.equals(name))
                 {
-                    return cancelCreate(creating);
+                    return cancelCreate(creating, false);
                 }
             }
             throw noSuchGroup(name);

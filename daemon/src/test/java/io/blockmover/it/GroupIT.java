@@ -1195,6 +1195,64 @@ class GroupIT
         }
     }
 
+    /**
+     * Ctrl-C on a 'group create' still writing its logs cancels it on both hosts and exits 130, saying so; it used
+     * to leave the create running in the daemon, gigabytes of log being written for a group given up on.
+     */
+    @Test
+    void shouldCancelACreateInterruptedWithCtrlC() throws Exception
+    {
+        final Path[] sources = zeroFiles("ctrlc-src", 1);
+        final Path[] destinations = zeroFiles("ctrlc-dst", 1);
+        final List<String> command = new ArrayList<>(List.of("env", "--default-signal=INT",
+            Testbed.script("blockmover"), "group", "create", "ctrlc", "--socket", testbed.socket("site-a"),
+            "--peer", "site-b", "--log-size", "3g"));
+        command.addAll(List.of(volumeOptions(sources, destinations)));
+        final Process create = new ProcessBuilder(command).redirectErrorStream(true).start();
+        final CompletableFuture<String> output = CompletableFuture.supplyAsync(() ->
+        {
+            try
+            {
+                return new String(create.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+            }
+            catch (final IOException ex)
+            {
+                return ex.toString();
+            }
+        });
+        try
+        {
+            Testbed.await("site-b to begin its log while site-a writes its own", 60, () -> testbed.log("site-b")
+                .contains("group ctrlc: writing its 3221225472-byte log before accepting site-a"));
+            Run.of(10, List.of("kill", "-INT", Long.toString(create.pid())));
+            assertTrue(create.waitFor(30, TimeUnit.SECONDS), "group create did not end within 30 s of SIGINT");
+            final String said = output.get(10, TimeUnit.SECONDS);
+            assertEquals(130, create.exitValue(), said);
+            assertTrue(said.contains("blockmover: interrupted: the create of group ctrlc is cancelled, nothing of " +
+                "it is kept"), said);
+            Testbed.await("site-a's log to stop", 30, () -> testbed.log("site-a").contains("group ctrlc: its " +
+                "3221225472-byte log was cancelled"), () -> testbed.logTail("site-a", 20));
+            assertTrue(testbed.log("site-a").contains("group ctrlc: its 'group create' was interrupted (Ctrl-C): " +
+                "its create is cancelled"), testbed.logTail("site-a", 20));
+            Testbed.await("site-b to let its log go", 60,
+                () -> testbed.log("site-b").contains("group ctrlc: stopped writing the 3221225472-byte log") ||
+                testbed.log("site-b").contains("group ctrlc: deleted the 3221225472-byte log"),
+                () -> testbed.logTail("site-b", 20));
+            Testbed.await("nothing left on either host", 30,
+                () -> !Files.exists(testbed.dir.resolve("site-a/state/groups/ctrlc")) &&
+                !Files.exists(testbed.dir.resolve("site-b/state/groups/ctrlc")));
+            assertNoGroups();
+        }
+        finally
+        {
+            create.destroyForcibly();
+            // Whatever is left (a create still running, a group made): never in place of the failure.
+            testbed.cli("site-a", "group", "delete", "ctrlc");
+            Testbed.await("site-a to let it go", 30, () -> testbed.groups("site-a").stream()
+                .noneMatch((g) -> "ctrlc".equals(g.get("name"))));
+        }
+    }
+
     @Test
     void shouldRefuseBadGroupsAndLeaveNothingBehind() throws Exception
     {
