@@ -7,6 +7,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.LockSupport;
 
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -179,7 +180,7 @@ final class GroupCommand implements Callable<Integer>
                     {
                         // The interrupt's handler says what became of the create and ends the process: this
                         // thread must not exit first with the create's own answer (the CANCELLED it caused).
-                        java.util.concurrent.locks.LockSupport.park();
+                        LockSupport.park();
                     }
                 }
                 progress.succeeded();
