@@ -7,7 +7,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.locks.LockSupport;
 
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -180,7 +179,7 @@ final class GroupCommand implements Callable<Integer>
                     {
                         // The interrupt's handler says what became of the create and ends the process: this
                         // thread must not exit first with the create's own answer (the CANCELLED it caused).
-                        LockSupport.park();
+                        java.util.concurrent.locks.LockSupport.park();
                     }
                 }
                 progress.succeeded();
