@@ -13,6 +13,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 import org.junit.jupiter.api.Test;
@@ -115,11 +117,16 @@ class FaultIT
             final long sessions = GroupChecks.number(destination, "sessions") - GroupChecks.number(before, "sessions");
             final long unreadableAtSource = testbed.counter("site-a", "frame errors") - frameErrorsBefore;
             assertTrue(unreadableAtSource >= 1, "no damaged acknowledgement detected: " + testbed.log("site-a"));
-            // With why each session ended, from both logs: in one suite run of 3 a session more than the unreadable
-            // frames ended, which no run alone or under CPU load repeated (34 runs).
-            assertTrue(sessions <= unreadable + unreadableAtSource, () -> sessions + " new sessions, but only " +
-                unreadable + " + " + unreadableAtSource + " unreadable frames: damaged records ended sessions:\n" +
-                linesWith(testbed.log("site-b"), "ended") + linesWith(testbed.log("site-a"), "degraded"));
+            // But the proxy flips a bit every 1 to 3 MiB, so a 1 MiB record (of the initial sync, or a region resent
+            // after a session ended) is damaged on about every other send: in 2 of 8 runs alone one was damaged on
+            // all 9 of its sends, which ends a session by design (it failed CI on ac25a57). A 4 KiB record of the
+            // writer is damaged again on a resend about once in 500 times.
+            final long longRecordsDamagedEachSend = sessionsEndedByLongRecordsDamagedEachSend(testbed.log("site-b"));
+            assertTrue(sessions <= unreadable + unreadableAtSource + longRecordsDamagedEachSend, () -> sessions +
+                " new sessions, but only " + unreadable + " + " + unreadableAtSource + " unreadable frames and " +
+                longRecordsDamagedEachSend + " long records damaged on every send: damaged records ended " +
+                "sessions:\n" + linesWith(testbed.log("site-b"), "ended") + linesWith(testbed.log("site-a"),
+                "degraded"));
             assertTrue(GroupChecks.number(testbed.group("site-a", "gflip"), "records_resent") >= 1,
                 "the source resent nothing");
             GroupChecks.delete(testbed, "gflip");
@@ -419,6 +426,18 @@ class FaultIT
         {
             Files.deleteIfExists(otherKey);
         }
+    }
+
+    /**
+     * @return sessions the destination ended because one record of at least 64 KiB (longer than any the writer
+     *     makes) arrived damaged on each of its sends: the session's last NACK is spent, not skipped.
+     */
+    private static long sessionsEndedByLongRecordsDamagedEachSend(final String log)
+    {
+        final Pattern ended = Pattern.compile("session from \\S+ ended: record LSN \\d+ \\((\\d+) bytes\\) " +
+            "arrived damaged \\(CRC32C mismatch\\) \\d+ times in a row");
+        return log.lines().map(ended::matcher).filter(Matcher::find)
+            .filter(matcher -> Long.parseLong(matcher.group(1)) >= 64 * 1024).count();
     }
 
     private static String linesWith(final String log, final String word)

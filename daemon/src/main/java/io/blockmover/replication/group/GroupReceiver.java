@@ -484,8 +484,11 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                 nackPending = true;
                 return true;
             }
-            throw refuse("record LSN " + receiveHeader.sequence() + " arrived damaged (CRC32C mismatch); it will " +
-                "be sent again after reconnecting");
+            // A link that damages one long record on every send (a resync region of chunk.length) ends up here
+            // too: the count and length say which of the two it was.
+            throw refuse("record LSN " + receiveHeader.sequence() + " (" + receiveHeader.payloadLength() +
+                " bytes) arrived damaged (CRC32C mismatch)" + (askForResends ? " " + (nacksOfRecord + 1) +
+                " times in a row" : "") + "; it will be sent again after reconnecting");
         }
         appendedLsn = receiveHeader.sequence();
         nacksOfRecord = 0;

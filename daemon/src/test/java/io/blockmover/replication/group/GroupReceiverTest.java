@@ -284,6 +284,51 @@ class GroupReceiverTest
     }
 
     /**
+     * A record that arrives damaged is asked for again (NACK) and what was sent behind it is dropped until it comes
+     * again; once whole it is kept and the count starts over. One damaged on each of its sends ends the session
+     * after the last NACK, named with its length and the count: a link that damages a 1 MiB resync region about
+     * every other send ends sessions that way (FaultIT), and the log must say so, not read as a NACK skipped.
+     */
+    @Test
+    void shouldAskForADamagedRecordAgainAndEndTheSessionOnlyWhenEachSendIsDamaged() throws IOException
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
+        receiver.askForResends();
+
+        connection.record(1, 0, 4096, 0, true);
+        connection.record(2, 4096, 4096); // Sent before the source heard the NACK: dropped.
+        receiver.doWork();
+        assertEquals(List.of("NACK 1"), connection.sent);
+        connection.sent.clear();
+        connection.record(1, 0, 4096);
+        connection.record(2, 4096, 4096);
+        receiver.doWork();
+        assertEquals(2, log.tailLsn(), "taken once whole, and the one behind it");
+        assertTrue(connection.sent.contains("ACK 2"), connection.sent.toString());
+        connection.sent.clear();
+
+        for (int send = 1; send <= GroupReceiver.MAX_NACKS_PER_RECORD; send++)
+        {
+            connection.record(3, MIB, MIB, 0, true);
+            receiver.doWork();
+            assertEquals(List.of("NACK 3"), connection.sent, "send " + send);
+            connection.sent.clear();
+        }
+        connection.record(3, MIB, MIB, 0, true);
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, () ->
+        {
+            receiver.doWork();
+            receiver.doWork();
+        });
+        assertEquals(io.blockmover.ErrorCode.PROTOCOL_ERROR, receiver.status().code());
+        assertEquals("record LSN 3 (1048576 bytes) arrived damaged (CRC32C mismatch) 9 times in a row; it will be " +
+            "sent again after reconnecting", receiver.status().message());
+        assertEquals(2, log.tailLsn());
+    }
+
+    /**
      * Hands over the frames queued with {@link #record}, each whole, and keeps the type and sequence of every
      * frame sent.
      */
@@ -305,6 +350,12 @@ class GroupReceiverTest
 
         void record(final long lsn, final long offset, final int length, final int flags)
         {
+            record(lsn, offset, length, flags, false);
+        }
+
+        /** @param damaged whether one bit of the payload flips after its CRC is taken, as on a faulty link. */
+        void record(final long lsn, final long offset, final int length, final int flags, final boolean damaged)
+        {
             final ByteBuffer payload = ByteBuffer.allocateDirect(length);
             for (int i = 0; i < length; i++)
             {
@@ -312,6 +363,10 @@ class GroupReceiverTest
             }
             final CRC32C crc = new CRC32C();
             crc.update(payload.duplicate());
+            if (damaged)
+            {
+                payload.put(length / 2, (byte)(payload.get(length / 2) ^ 0x10));
+            }
             headers.add(new FrameHeader().reset(FrameType.RECORD).sessionId(SESSION).volumeId(0).sequence(lsn)
                 .offset(offset).payloadLength(length).payloadCrc((int)crc.getValue()).aux(flags).seal());
             payloads.add(payload);
