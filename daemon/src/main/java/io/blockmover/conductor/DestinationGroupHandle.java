@@ -204,6 +204,17 @@ final class DestinationGroupHandle
     }
 
     /**
+     * Forces the log: the applier then applies everything held (it applies only what is durable there).
+     */
+    void forceLog()
+    {
+        if (group != null)
+        {
+            group.forceLog();
+        }
+    }
+
+    /**
      * @return the highest LSN this side holds: where the source continues.
      */
     long heldLsn()

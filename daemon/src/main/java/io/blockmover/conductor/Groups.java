@@ -838,6 +838,8 @@ final class Groups implements AutoCloseable
         {
             reopen(destination); // Then its applier applies what the log holds, and the failover waits for that.
         }
+        // The applier applies only what is durable in the log, and the session that forced it is gone.
+        destination.forceLog();
         if (!destination.isApplied())
         {
             throw new BlockmoverException(ErrorCode.BUSY, "group " + name + " is still applying its log: retry in " +

@@ -61,6 +61,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private long unforcedBytes;
     private long firstUnforcedNs;
     private long appliedPosition = -1;
+    // Whether, and since when, records are held that are not yet durable in the log (forceLogIfHeldBack).
+    private boolean heldBack;
+    private long heldBackSinceNs;
     // Where the applier's cursor stood after its last duty cycle, for the receiver's wake-up decision.
     private volatile long applyingFrom;
     private volatile long appliedLsn;
@@ -383,16 +386,35 @@ public final class DestinationGroup implements Agent, AutoCloseable
      */
     public void recordsArrived()
     {
-        if (log.tailPosition() - applyingFrom >= APPLY_BATCH_BYTES)
+        wakeIfABatchIsDurable();
+    }
+
+    /**
+     * Wakes the applier once a batch it may apply waits: records durable in the log ({@link #applyLimit}).
+     */
+    private void wakeIfABatchIsDurable()
+    {
+        if (log.forcedPosition() - applyingFrom >= APPLY_BATCH_BYTES)
         {
             idle.wake();
         }
     }
 
+    /**
+     * @return the position up to which the applier may apply: the log's forced position. The log is the volumes'
+     *     write-ahead log. A record applied before it was durable there could reach the disk first (an O_DIRECT
+     *     write at once, a buffered one whenever the kernel writes it back), and a power cut would leave the volume
+     *     holding it without the records before it, which the log no longer held to replay: not a prefix.
+     */
+    private long applyLimit()
+    {
+        return log.forcedPosition();
+    }
+
     private boolean hasWork()
     {
         // A failed applier waits for its retry: it must sleep, not spin.
-        return failure == null && (log.tailPosition() - cursor.nextPosition() >= APPLY_BATCH_BYTES ||
+        return failure == null && (applyLimit() - cursor.nextPosition() >= APPLY_BATCH_BYTES ||
             requestedHook != hook || replacementState.get() == REPLACEMENT_REQUESTED);
     }
 
@@ -405,7 +427,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         // Records waiting below a batch are applied after a short nap rather than one wake-up each: nothing waits
         // for the apply (the log holds them durably), and on a small host every wake-up takes CPU from the threads
         // that acknowledge writes.
-        long nap = log.tailPosition() > cursor.nextPosition() ? APPLY_DELAY_NS : IDLE_NAP_NS;
+        long nap = applyLimit() > cursor.nextPosition() ? APPLY_DELAY_NS : IDLE_NAP_NS;
         if (unforcedBytes > 0)
         {
             nap = Math.min(nap, firstUnforcedNs + forceIntervalNs - clock.nanoTime());
@@ -438,17 +460,20 @@ public final class DestinationGroup implements Agent, AutoCloseable
         int work = 0;
         try
         {
-            while (work < 64 && cursor.next())
+            final long limit = applyLimit();
+            // The limit is a record's end, so a record that starts before it ends there or before.
+            while (work < 64 && cursor.nextPosition() < limit && cursor.next())
             {
                 apply();
                 work++;
             }
             applyingFrom = cursor.nextPosition();
+            final long nowNs = clock.nanoTime();
+            work += forceLogIfHeldBack(limit, nowNs);
             if (replacementState.get() == REPLACEMENT_REQUESTED && cursor.nextPosition() == log.tailPosition())
             {
                 return work + replaceLog();
             }
-            final long nowNs = clock.nanoTime();
             // Never force just because the log ran dry: at QD1 that is a volume flush per record, competing
             // for the disk with the receiver's log forces that sync writes wait for.
             if (unforcedBytes > 0 && (unforcedBytes >= forceBytes || nowNs - firstUnforcedNs >= forceIntervalNs))
@@ -507,6 +532,35 @@ public final class DestinationGroup implements Agent, AutoCloseable
             retry.succeeded(); // Everything applied since the last failure is forced.
         }
         return work;
+    }
+
+    /**
+     * The receiver forces the log at least every flush.interval while records arrive, and the applier follows.
+     * Records it no longer forces (its session ended, the source gone for a failover) would wait for ever: the
+     * applier forces them itself after two intervals held back, and at once for a move to a new log, which waits
+     * for everything held to be applied.
+     *
+     * @return 1 when it forced.
+     */
+    private int forceLogIfHeldBack(final long limit, final long nowNs)
+    {
+        if (cursor.nextPosition() < limit || log.tailPosition() == limit)
+        {
+            heldBack = false;
+            return 0;
+        }
+        if (!heldBack)
+        {
+            heldBack = true;
+            heldBackSinceNs = nowNs;
+        }
+        if (replacementState.get() != REPLACEMENT_REQUESTED && nowNs - heldBackSinceNs < 2 * forceIntervalNs)
+        {
+            return 0;
+        }
+        heldBack = false;
+        forceLog();
+        return 1;
     }
 
     /**
@@ -752,6 +806,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             log.force();
         }
+        wakeIfABatchIsDurable();
     }
 
     /**
@@ -764,6 +819,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             log.forceRecords();
         }
+        wakeIfABatchIsDurable();
     }
 
     /**

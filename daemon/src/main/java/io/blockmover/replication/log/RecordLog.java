@@ -199,7 +199,9 @@ public final class RecordLog implements AutoCloseable
     private long persistedHeadLsn;
     private long headPersistedNs = System.nanoTime();
     private long headPersistIntervalNs = HEAD_PERSIST_INTERVAL_NS;
-    private long forcedPosition;
+    // Written by the forcing thread (callers serialize forces); read by a destination's applier, which applies
+    // only records durable here (the volumes' write-ahead rule).
+    private volatile long forcedPosition;
     // The head as readHead() last read it: the forcing thread's (callers serialize forces).
     private long headPositionRead;
     private long headLsnRead;
@@ -1228,8 +1230,8 @@ public final class RecordLog implements AutoCloseable
     }
 
     /**
-     * @return the position up to which records are durable: the tail as of the last {@link #force} or
-     * {@link #forceRecords}. Call from the thread that forces, or under the lock that serializes forces.
+     * @return the position up to which records are durable: the tail as of the last {@link #force},
+     * {@link #forceRecords} or {@link #flushedThrough}, a record's end. Any thread.
      */
     public long forcedPosition()
     {
