@@ -36,7 +36,9 @@
   resent) or zeros (not yet).
 
 Block N (from 1) is written at offset (N - 1) * 4096, once: its 4096 bytes are the 16-byte stamp
-(MAGIC, N) repeated. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
+(MAGIC, N) repeated. Most writes are one block; every fourth 256 KiB stretch (LONG blocks, aligned) is written by
+one request, one record of LONG blocks: the destination writes records that long to its volume with O_DIRECT, and
+one applied before it was durable in its log once broke the prefix at a power cut. The ledger lives on the host (the VM's work directory share), so it survives the power cut.
 A small NBD client of its own (newstyle fixed handshake, NBD_OPT_GO, simple replies), because a process start costs
 seconds under the VM's emulation and nothing else here speaks NBD from Python.
 """
@@ -52,6 +54,9 @@ STAMP = struct.Struct("<QQ")
 # Blocks the cutting writer makes durable in each round at least: 600 KiB, so that the degraded round spans three
 # of scripts/test-crash's 256 KiB regions, and the resync its third cut falls in has more to send after the first.
 MIN_ROUND = 150
+# Blocks of a long write: 256 KiB, DestinationGroup.DIRECT_APPLY_LENGTH, and the test's region (chunk.length), so
+# that the source logs it as one record.
+LONG = 64
 
 NBD_OPT_GO = 7
 NBD_REP_ACK = 1
@@ -69,6 +74,13 @@ OPTION_REPLY_MAGIC = 0x3E889045565A9
 
 def block(n):
     return STAMP.pack(MAGIC, n) * (BLOCK // STAMP.size)
+
+
+def write_length(first, size):
+    """Blocks in the write that starts at block first: LONG at the start of every fourth LONG-block stretch, if
+    the volume has room for it; otherwise one."""
+    long_write = (first - 1) % (4 * LONG) == 3 * LONG and (first - 1 + LONG) * BLOCK <= size
+    return LONG if long_write else 1
 
 
 def read_exactly(sock, length):
@@ -128,10 +140,12 @@ def write(path, export, ledger_path, seconds, cut_power=True):
     start = n
     deadline = time.monotonic() + seconds
     while True:
-        n += 1
-        os.write(ledger, b"issued %d\n" % n)
+        first = n + 1
+        n = first + write_length(first, size) - 1
+        os.write(ledger, b"".join(b"issued %d\n" % k for k in range(first, n + 1)))
         with_fua = fua and n % 2 == 0
-        request(sock, NBD_CMD_WRITE, NBD_CMD_FLAG_FUA if with_fua else 0, 2 * n, (n - 1) * BLOCK, block(n))
+        request(sock, NBD_CMD_WRITE, NBD_CMD_FLAG_FUA if with_fua else 0, 2 * n, (first - 1) * BLOCK,
+                b"".join(block(k) for k in range(first, n + 1)))
         now = time.monotonic()
         # At least MIN_ROUND blocks, however slowly the emulator runs this round (a run beside the Maven tests at
         # the lowest priority made 9 once): fewer would prove little.
@@ -143,7 +157,7 @@ def write(path, export, ledger_path, seconds, cut_power=True):
         if not with_fua:
             request(sock, NBD_CMD_FLUSH, 0, 2 * n + 1, 0)
             reply(sock, 2 * n + 1)
-        os.write(ledger, b"durable %d\n" % n)
+        os.write(ledger, b"".join(b"durable %d\n" % k for k in range(first, n + 1)))
     if not cut_power:
         os.write(ledger, b"end of the volume\n")
         time.sleep(3600)
@@ -184,9 +198,10 @@ def blocks(volume):
 
 def prefix(volume, ledger_path, partner=False):
     issued, durable = read_ledger(ledger_path, partner)
-    # Each writer has one write unanswered at most, its last: any other unanswered one was cut off in an earlier
-    # round, and is no part of the history either way.
-    cut_off = issued - durable - {max(issued, default=0)}
+    # Each writer has one write unanswered at most, its last (the blocks after the last acknowledged one): any
+    # other unanswered one was cut off in an earlier round, and is no part of the history either way.
+    last = {n for n in issued - durable if n > max(durable, default=0)}
+    cut_off = issued - durable - last
     zeros = bytes(BLOCK)
     stamped, ended, foreign = 0, False, []
     for index, data in blocks(volume):
@@ -305,9 +320,40 @@ def selftest():
                 failed += 1
                 print("stamp selftest: blocks %s%s: check and prefix passed %s, should have %s"
                       % (sorted(stamped), " (%s)" % view if view else "", got, (check_passes, prefix_passes)))
+        # Long writes: blocks 1-4 one at a time, 5-8 in one write, 9-12 in one write cut off in round 1, 13-14
+        # one at a time in round 2 and 15-18 in one write in flight at its cut.
+        long_ledger = ["issued %d" % i for i in range(1, 13)] + ["durable %d" % i for i in range(1, 9)]
+        long_ledger += ["crash"] + ["issued %d" % i for i in range(13, 19)] + ["durable 13", "durable 14", "crash"]
+        with open(ledger_path, "w") as f:
+            f.write("".join(line + "\n" for line in long_ledger))
+        long_cases = [  # blocks stamped, whether check and prefix must pass
+            (set(range(1, 9)) | {13, 14}, True, True),       # both unanswered long writes lost
+            (set(range(1, 19)), True, True),                 # both landed
+            (set(range(1, 9)) | set(range(13, 19)), True, True),  # the one in flight landed, the cut-off one not
+            (set(range(1, 5)) | {13, 14}, False, False),     # an acknowledged long write lost: a hole
+            (set(range(1, 5)), False, True),                 # a lagging destination, before the long write
+            (set(range(1, 5)) | set(range(15, 19)), False, False),  # the write in flight without those before it
+        ]
+        for stamped, check_passes, prefix_passes in long_cases:
+            with open(volume, "wb") as f:
+                for n in range(1, 65):
+                    f.write(block(n) if n in stamped else bytes(BLOCK))
+            with open(os.devnull, "w") as quiet:
+                saved, sys.stdout = sys.stdout, quiet
+                try:
+                    got = (check(volume, ledger_path) == 0, prefix(volume, ledger_path) == 0)
+                finally:
+                    sys.stdout = saved
+            if got != (check_passes, prefix_passes):
+                failed += 1
+                print("stamp selftest: long writes, blocks %s: check and prefix passed %s, should have %s"
+                      % (sorted(stamped), got, (check_passes, prefix_passes)))
+        long_checked = len(long_cases)
+        with open(ledger_path, "w") as f:
+            f.write("".join(line + "\n" for line in ledger))
         # logged: blocks 1-5 and 7-9 durable on the volume, 11-12 (and 10, unanswered) only in a log of records
         # with 40-byte headers between them; the same with block 12 missing from the log must fail.
-        log_path, checked = os.path.join(tmp, "log"), len(cases)
+        log_path, checked = os.path.join(tmp, "log"), len(cases) + long_checked
         with open(volume, "wb") as f:
             for n in range(1, 65):
                 f.write(block(n) if n in set(range(1, 10)) - {6} else bytes(BLOCK))
