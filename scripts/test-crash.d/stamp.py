@@ -303,19 +303,27 @@ def selftest():
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         ledger_path, volume = os.path.join(tmp, "ledger"), os.path.join(tmp, "volume")
-        with open(ledger_path, "w") as f:
-            f.write("".join(line + "\n" for line in ledger))
-        for stamped, view, check_passes, prefix_passes in cases:
+
+        def write_ledger(lines):
+            with open(ledger_path, "w") as f:
+                f.write("".join(line + "\n" for line in lines))
+
+        def outcome(stamped, view, with_prefix):
+            """Whether check and prefix (None: not run) pass on a volume holding the stamped blocks."""
             with open(volume, "wb") as f:
                 for n in range(1, 65):
                     f.write(block(n) if n in stamped else bytes(BLOCK))
             with open(os.devnull, "w") as quiet:
                 saved, sys.stdout = sys.stdout, quiet
                 try:
-                    got = (check(volume, ledger_path, view) == 0,
-                           None if prefix_passes is None else prefix(volume, ledger_path, view == "partner") == 0)
+                    return (check(volume, ledger_path, view) == 0,
+                            prefix(volume, ledger_path, view == "partner") == 0 if with_prefix else None)
                 finally:
                     sys.stdout = saved
+
+        write_ledger(ledger)
+        for stamped, view, check_passes, prefix_passes in cases:
+            got = outcome(stamped, view, prefix_passes is not None)
             if got != (check_passes, prefix_passes):
                 failed += 1
                 print("stamp selftest: blocks %s%s: check and prefix passed %s, should have %s"
@@ -324,8 +332,6 @@ def selftest():
         # one at a time in round 2 and 15-18 in one write in flight at its cut.
         long_ledger = ["issued %d" % i for i in range(1, 13)] + ["durable %d" % i for i in range(1, 9)]
         long_ledger += ["crash"] + ["issued %d" % i for i in range(13, 19)] + ["durable 13", "durable 14", "crash"]
-        with open(ledger_path, "w") as f:
-            f.write("".join(line + "\n" for line in long_ledger))
         long_cases = [  # blocks stamped, whether check and prefix must pass
             (set(range(1, 9)) | {13, 14}, True, True),       # both unanswered long writes lost
             (set(range(1, 19)), True, True),                 # both landed
@@ -333,27 +339,19 @@ def selftest():
             (set(range(1, 5)) | {13, 14}, False, False),     # an acknowledged long write lost: a hole
             (set(range(1, 5)), False, True),                 # a lagging destination, before the long write
             (set(range(1, 5)) | set(range(15, 19)), False, False),  # the write in flight without those before it
+            (set(range(1, 9)) | {13, 14, 15, 17}, True, False),  # torn: a destination applies a record whole
         ]
+        write_ledger(long_ledger)
         for stamped, check_passes, prefix_passes in long_cases:
-            with open(volume, "wb") as f:
-                for n in range(1, 65):
-                    f.write(block(n) if n in stamped else bytes(BLOCK))
-            with open(os.devnull, "w") as quiet:
-                saved, sys.stdout = sys.stdout, quiet
-                try:
-                    got = (check(volume, ledger_path) == 0, prefix(volume, ledger_path) == 0)
-                finally:
-                    sys.stdout = saved
+            got = outcome(stamped, None, True)
             if got != (check_passes, prefix_passes):
                 failed += 1
                 print("stamp selftest: long writes, blocks %s: check and prefix passed %s, should have %s"
                       % (sorted(stamped), got, (check_passes, prefix_passes)))
-        long_checked = len(long_cases)
-        with open(ledger_path, "w") as f:
-            f.write("".join(line + "\n" for line in ledger))
+        write_ledger(ledger)
         # logged: blocks 1-5 and 7-9 durable on the volume, 11-12 (and 10, unanswered) only in a log of records
         # with 40-byte headers between them; the same with block 12 missing from the log must fail.
-        log_path, checked = os.path.join(tmp, "log"), len(cases) + long_checked
+        log_path, checked = os.path.join(tmp, "log"), len(cases) + len(long_cases)
         with open(volume, "wb") as f:
             for n in range(1, 65):
                 f.write(block(n) if n in set(range(1, 10)) - {6} else bytes(BLOCK))

@@ -231,13 +231,7 @@ class DestinationGroupTest
     {
         final int longLength = DestinationGroup.DIRECT_APPLY_LENGTH;
         final long shortOffset = 2L * longLength;
-        group.close();
-        log = RecordLog.open(dir.resolve("long-log"), 4L << 20, longLength);
-        log.reset(1);
-        lsn = 0;
-        group = openGroup(1L << 20, longLength);
-        final byte[] longData = new byte[longLength];
-        new Random(7).nextBytes(longData);
+        final byte[] longData = openForLongRecords("long-log", 7);
         final byte[] shortData = stamp(new byte[4096], 9);
         assertTrue(log.tryAppend(++lsn, 0, 0, 0, ByteBuffer.wrap(longData), 0, longLength) >= 0);
         assertTrue(log.tryAppend(++lsn, 0, shortOffset, 0, ByteBuffer.wrap(shortData), 0, shortData.length) >= 0);
@@ -279,13 +273,7 @@ class DestinationGroupTest
     {
         final int longLength = DestinationGroup.DIRECT_APPLY_LENGTH;
         final long shortOffset = 2L * longLength;
-        group.close();
-        log = RecordLog.open(dir.resolve("wal-log"), 4L << 20, longLength);
-        log.reset(1);
-        lsn = 0;
-        group = openGroup(1L << 20, longLength);
-        final byte[] longData = new byte[longLength];
-        new Random(11).nextBytes(longData);
+        final byte[] longData = openForLongRecords("wal-log", 11);
         final byte[] shortData = stamp(new byte[4096], 5);
         assertTrue(log.tryAppend(++lsn, 0, 0, 0, ByteBuffer.wrap(longData), 0, longLength) >= 0);
         for (int i = 0; i < 4; i++)
@@ -326,6 +314,24 @@ class DestinationGroupTest
             volume.read(read, offset);
             return read.flip();
         }
+    }
+
+    /**
+     * Opens the group again on a new log whose records may be {@link DestinationGroup#DIRECT_APPLY_LENGTH} long.
+     *
+     * @return a long record's worth of random bytes.
+     */
+    private byte[] openForLongRecords(final String logName, final long seed) throws IOException
+    {
+        final int longLength = DestinationGroup.DIRECT_APPLY_LENGTH;
+        group.close();
+        log = RecordLog.open(dir.resolve(logName), 4L << 20, longLength);
+        log.reset(1);
+        lsn = 0;
+        group = openGroup(1L << 20, longLength);
+        final byte[] longData = new byte[longLength];
+        new Random(seed).nextBytes(longData);
+        return longData;
     }
 
     /** One record stamped with {@code i}, at one of 16 blocks, applied: the log forced whenever it is full. */
