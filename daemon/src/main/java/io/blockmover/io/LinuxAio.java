@@ -151,6 +151,23 @@ public final class LinuxAio implements AutoCloseable
     public void prepare(final int slot, final boolean write, final int fd, final ByteBuffer buffer, final int length,
         final long offset, final boolean dsync)
     {
+        prepare(slot, write, fd, BufferUtil.address(buffer), length, offset, dsync);
+    }
+
+    /**
+     * Fills a slot's control block for bytes at a native address: one of many operations packed in one buffer.
+     *
+     * @param slot    0 to capacity-1, not in flight.
+     * @param write   true for a write, false for a read.
+     * @param fd      an O_DIRECT descriptor.
+     * @param address of the bytes, aligned for O_DIRECT, valid and untouched until the slot is reaped.
+     * @param length  bytes; a multiple of the device's logical block.
+     * @param offset  byte offset, aligned likewise.
+     * @param dsync   for a write: durable once complete (RWF_DSYNC).
+     */
+    public void prepare(final int slot, final boolean write, final int fd, final long address, final int length,
+        final long offset, final boolean dsync)
+    {
         final int at = slot * IOCB_LENGTH;
         for (int i = 0; i < IOCB_LENGTH; i += 8)
         {
@@ -160,7 +177,7 @@ public final class LinuxAio implements AutoCloseable
         iocbs.putInt(at + IOCB_RW_FLAGS, write && dsync ? RWF_DSYNC : 0);
         iocbs.putShort(at + IOCB_OPCODE, write ? IOCB_CMD_PWRITE : IOCB_CMD_PREAD);
         iocbs.putInt(at + IOCB_FD, fd);
-        iocbs.putLong(at + IOCB_BUF, BufferUtil.address(buffer));
+        iocbs.putLong(at + IOCB_BUF, address);
         iocbs.putLong(at + IOCB_NBYTES, length);
         iocbs.putLong(at + IOCB_OFFSET, offset);
     }

@@ -431,10 +431,11 @@ public final class Volume implements AutoCloseable
 
     /**
      * Writes like {@link #write(long, ByteBuffer, int)} but through the page cache: returns once the bytes are
-     * copied, and the kernel writes them back many at a time (or {@link #force()} does). For a writer that issues
-     * one write at a time and forces in batches anyway, the destination's applier: a synchronous O_DIRECT write
-     * each kept the device at queue depth 1, and the applier could not keep up with a source at queue depth 16.
-     * O_DIRECT reads of the same range stay coherent: the kernel writes dirty pages back before a direct read.
+     * copied, and the kernel writes them back many at a time (or {@link #force()} does). For what O_DIRECT cannot
+     * take: a destination's records not aligned to 4 KiB, and every record where Linux AIO is not to be had (the
+     * aligned ones go in batches, ApplyBatch; one synchronous O_DIRECT write each kept the device at queue depth 1,
+     * and the applier could not keep up with a source at queue depth 16). O_DIRECT reads and writes of the same
+     * range stay coherent: the kernel writes dirty pages back first.
      *
      * No alignment is needed, so the bytes may come straight from wherever they are, a record in a mapped log.
      *

@@ -51,6 +51,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
     // For VERIFY records: the region read back (O_DIRECT, so aligned) to be digested. For long records: their
     // aligned copy.
     private final ByteBuffer buffer;
+    /** Short aligned records on their way to the volumes, written together; null: all through the page cache. */
+    private final ApplyBatch batch;
+    // The record a failure names: the cursor's, or the batched one whose write failed.
+    private long failingLsn;
+    private int failingVolume;
     private final NanoClock clock;
     private final long configuredForceBytes;
     private long forceBytes;
@@ -149,6 +154,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.cursor.position(log.headPosition());
         this.applyingFrom = log.headPosition();
         this.buffer = BufferUtil.allocateDirectAligned(log.maxRecordLength(), Slab.ALIGNMENT);
+        this.batch = ApplyBatch.openOrNull();
         this.unforced = new boolean[volumes.length];
         this.appliedLsn = log.headLsn() - 1;
         this.verifier = new DestinationVerifier(config.regionLength);
@@ -467,6 +473,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 apply();
                 work++;
             }
+            writeBatch();
             applyingFrom = cursor.nextPosition();
             final long nowNs = clock.nanoTime();
             work += forceLogIfHeldBack(limit, nowNs);
@@ -514,7 +521,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // out of space, or went away for a moment, is tried again later from the log's head.
             applyFailures++;
             final long delaySeconds = retry.failed(clock.nanoTime());
-            failure = "cannot apply LSN " + cursor.lsn() + " to " + config.volumes.get(cursor.volume()).target +
+            discardBatch();
+            failure = "cannot apply LSN " + failingLsn + " to " + config.volumes.get(failingVolume).target +
                 ": " + ex.getMessage() + hint(ex) + "; the records stay in the log, tried again in " + delaySeconds +
                 " s";
         }
@@ -524,7 +532,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // on, the runner logged it and ran the next duty cycle into it again, at once and for ever.
             applyFailures++;
             final long delaySeconds = retry.failed(clock.nanoTime());
-            failure = "cannot apply LSN " + cursor.lsn() + ": " + ex + " (a bug); the records stay in the log, " +
+            discardBatch();
+            failure = "cannot apply LSN " + failingLsn + ": " + ex + " (a bug); the records stay in the log, " +
                 "tried again in " + delaySeconds + " s";
         }
         if (failure == null && unforcedBytes == 0)
@@ -851,6 +860,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
      */
     private void restartFromHead()
     {
+        discardBatch();
         verifiedThroughLsn = Math.max(verifiedThroughLsn, appliedLsn);
         cursor.position(log.headPosition());
         applyingFrom = log.headPosition();
@@ -866,6 +876,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
         final ByteBuffer payload = cursor.payload();
         if (!cursor.verifyPayload())
         {
+            // Every record before it applied first: the records from this one on are dropped, and the log with
+            // them (dropFromDamaged), so those before must be on the volumes by then.
+            writeBatch();
             // Checked on arrival and again here: a record damaged in the log is never applied.
             throw new DamagedRecordException("record damaged in this host's log " + log.path() + " (CRC32C " +
                 "mismatch: its disk or memory changed it); it is dropped with every record after it, and the " +
@@ -873,6 +886,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
         {
+            writeBatch(); // The digest is of what the records before it wrote.
             // Digests, not data: this side's copy is compared at exactly this point of the write history.
             if (cursor.lsn() > verifiedThroughLsn)
             {
@@ -892,10 +906,21 @@ public final class DestinationGroup implements Agent, AutoCloseable
             return;
         }
         final int vol = cursor.volume();
+        final long offset = cursor.offset();
+        final int length = cursor.length();
+        final int directFd = volumes[vol].directFd();
+        final boolean batched = batch != null && ApplyBatch.batchable(directFd, offset, length);
+        if (batch != null && (batched ? batch.mustDrainBefore(vol, offset, length) : batch.count() > 0))
+        {
+            // Before the hook too: it must see these bytes as the records before this one left them.
+            writeBatch();
+        }
+        failingLsn = cursor.lsn();
+        failingVolume = vol;
         final long startNs = clock.nanoTime();
         if (hook != null)
         {
-            hook.beforeApply(vol, cursor.offset(), cursor.length());
+            hook.beforeApply(vol, offset, length);
         }
         final boolean resync = (cursor.flags() & SourceGroup.RECORD_RESYNC) != 0;
         if (resync && cursor.lsn() > durable.cleanThroughLsn())
@@ -904,8 +929,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
             // resync record at or below the clean point is a replay after a crash, part of that clean state.
             durable.markInconsistent();
         }
-        final long offset = cursor.offset();
-        final int length = cursor.length();
+        if (batched)
+        {
+            batch.add(vol, directFd, offset, payload, cursor.position(), cursor.lsn(), resync, startNs);
+            return;
+        }
         if (length >= DIRECT_APPLY_LENGTH && ((offset | length) & (Slab.ALIGNMENT - 1)) == 0)
         {
             // The log's payload is not aligned for O_DIRECT; a copy is cheaper than the page cache's work.
@@ -915,27 +943,79 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         else
         {
-            // Straight from the log's mapping: the bytes just checked, with no copy on the way.
+            // Straight from the log's mapping: the bytes just checked, with no copy on the way. Unaligned (or no
+            // AIO here): the page cache takes it and the next force writes it back.
             volumes[vol].writeBuffered(offset, payload);
         }
-        applyNs.recordValue(Math.min(clock.nanoTime() - startNs, HIGHEST_LATENCY_NS));
+        applied(vol, length, cursor.position(), cursor.lsn(), resync, startNs, clock.nanoTime());
+    }
+
+    /**
+     * Writes the batched records to their volumes, waits for them all, and counts them applied in LSN order.
+     */
+    private void writeBatch() throws IOException
+    {
+        final int n = batch == null ? 0 : batch.count();
+        if (n == 0)
+        {
+            return;
+        }
+        try
+        {
+            batch.writeAll();
+        }
+        catch (final IOException ex)
+        {
+            final int failed = batch.failedIndex();
+            if (failed >= 0)
+            {
+                failingLsn = batch.lsn(failed);
+                failingVolume = batch.volume(failed);
+            }
+            throw ex;
+        }
+        final long nowNs = clock.nanoTime();
+        for (int i = 0; i < n; i++)
+        {
+            applied(batch.volume(i), batch.length(i), batch.position(i), batch.lsn(i), batch.resync(i),
+                batch.stagedAtNs(i), nowNs);
+        }
+        batch.clear();
+    }
+
+    /**
+     * Forgets batched records that were not written (a failure: the applier starts again from the log's head).
+     */
+    private void discardBatch()
+    {
+        if (batch != null)
+        {
+            batch.clear();
+        }
+    }
+
+    private void applied(final int vol, final int length, final long position, final long lsn, final boolean resync,
+        final long startNs, final long endNs)
+    {
+        applyNs.recordValue(Math.min(endNs - startNs, HIGHEST_LATENCY_NS));
         if (unforcedBytes == 0)
         {
-            firstUnforcedNs = clock.nanoTime();
+            firstUnforcedNs = endNs;
         }
         unforced[vol] = true;
-        unforcedBytes += cursor.length();
-        appliedPosition = cursor.position();
-        appliedLsn = cursor.lsn();
+        unforcedBytes += length;
+        appliedPosition = position;
+        appliedLsn = lsn;
         if (resync)
         {
-            lastResyncLsn = appliedLsn;
+            lastResyncLsn = lsn;
         }
         recordsApplied++;
     }
 
     private void forceAndRelease() throws IOException
     {
+        writeBatch();
         for (int i = 0; i < volumes.length; i++)
         {
             if (unforced[i])
@@ -965,6 +1045,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
     @Override
     public void close()
     {
+        if (batch != null)
+        {
+            batch.close();
+        }
         log.close();
         for (final Volume v : volumes)
         {

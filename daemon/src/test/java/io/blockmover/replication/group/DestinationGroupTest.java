@@ -223,18 +223,23 @@ class DestinationGroupTest
     }
 
     /**
-     * A long record goes to the volume with O_DIRECT, past the page cache: none of it is cached after the apply,
-     * before any force. A short one still goes through the cache. Both land.
+     * Aligned records go to the volume with O_DIRECT, past the page cache: a long one on its own, short ones in
+     * batches (ApplyBatch); none of it is cached after the apply, before any force. A record that is not aligned
+     * for O_DIRECT still goes through the cache. All land.
      */
     @Test
-    void shouldWriteLongRecordsPastThePageCache() throws Exception
+    void shouldWriteAlignedRecordsPastThePageCache() throws Exception
     {
         final int longLength = DestinationGroup.DIRECT_APPLY_LENGTH;
         final long shortOffset = 2L * longLength;
+        final long unalignedOffset = 3L * longLength + 512;
         final byte[] longData = openForLongRecords("long-log", 7);
         final byte[] shortData = stamp(new byte[4096], 9);
+        final byte[] unalignedData = stamp(new byte[1024], 11);
         assertTrue(log.tryAppend(++lsn, 0, 0, 0, ByteBuffer.wrap(longData), 0, longLength) >= 0);
         assertTrue(log.tryAppend(++lsn, 0, shortOffset, 0, ByteBuffer.wrap(shortData), 0, shortData.length) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, unalignedOffset, 0, ByteBuffer.wrap(unalignedData), 0,
+            unalignedData.length) >= 0);
         log.forceRecords();
         while (group.appliedLsn() < lsn)
         {
@@ -247,14 +252,19 @@ class DestinationGroupTest
             // Only asked, never touched: isLoaded() is mincore(2), which faults nothing in.
             assertFalse(volume.map(FileChannel.MapMode.READ_ONLY, 0, longLength).isLoaded(),
                 "the long record's range is in the page cache");
-            assertTrue(volume.map(FileChannel.MapMode.READ_ONLY, shortOffset, shortData.length).isLoaded(),
-                "the short record went through the page cache");
+            assertFalse(volume.map(FileChannel.MapMode.READ_ONLY, shortOffset, shortData.length).isLoaded(),
+                "the short record's range is in the page cache");
+            assertTrue(volume.map(FileChannel.MapMode.READ_ONLY, unalignedOffset - 512, 4096).isLoaded(),
+                "the unaligned record did not go through the page cache");
             final ByteBuffer read = ByteBuffer.allocate(longLength);
             volume.read(read, 0);
             assertEquals(ByteBuffer.wrap(longData), read.flip(), "the long record's bytes on the volume");
             final ByteBuffer readShort = ByteBuffer.allocate(shortData.length);
             volume.read(readShort, shortOffset);
             assertEquals(ByteBuffer.wrap(shortData), readShort.flip(), "the short record's bytes on the volume");
+            final ByteBuffer readUnaligned = ByteBuffer.allocate(unalignedData.length);
+            volume.read(readUnaligned, unalignedOffset);
+            assertEquals(ByteBuffer.wrap(unalignedData), readUnaligned.flip(), "the unaligned record's bytes");
         }
     }
 
@@ -332,6 +342,99 @@ class DestinationGroupTest
         final byte[] longData = new byte[longLength];
         new Random(seed).nextBytes(longData);
         return longData;
+    }
+
+    /**
+     * Records found together are written together (ApplyBatch), yet the volume ends as LSN order leaves it: a
+     * record writing bytes that an earlier one of the same batch writes waits for that batch, whether it is
+     * batched itself (aligned) or not (a 512-byte record through the page cache), and the snapshot hook of a
+     * record sees the bytes as the records before it left them, never older ones.
+     */
+    @Test
+    void shouldApplyRecordsFoundTogetherInLsnOrder() throws Exception
+    {
+        final Path file = dir.resolve("volume");
+        final List<String> seenByHook = new ArrayList<>();
+        final ByteBuffer peek = ByteBuffer.allocate(1);
+        final FileChannel reader = FileChannel.open(file);
+        group.requestHook((volume, offset, length) ->
+        {
+            if (offset == 8192)
+            {
+                try
+                {
+                    peek.clear();
+                    reader.read(peek, offset);
+                    seenByHook.add(Integer.toString(peek.get(0)));
+                }
+                catch (final IOException ex)
+                {
+                    seenByHook.add(ex.toString());
+                }
+            }
+        });
+        group.doWork();
+        final byte[] expected = new byte[SIZE];
+        final ByteBuffer record = ByteBuffer.allocate(8192);
+        // 200 records, appended before the applier runs: a block among three written again and again, others
+        // around them, some 8 KiB records straddling blocks, and every tenth a 512-byte one inside a block.
+        final Random random = new Random(3);
+        final long[] offsets = new long[201];
+        final int[] lengths = new int[201];
+        for (int i = 1; i <= 200; i++)
+        {
+            final long offset;
+            final int length;
+            if (i % 10 == 0)
+            {
+                offset = 8192 + 512L * random.nextInt(8);
+                length = 512;
+            }
+            else if (i % 7 == 0)
+            {
+                offset = 4096;
+                length = 8192;
+            }
+            else
+            {
+                offset = random.nextInt(3) == 0 ? 8192 : 4096L * (4 + random.nextInt(60));
+                length = 4096;
+            }
+            offsets[i] = offset;
+            lengths[i] = length;
+            final byte stamp = (byte)i;
+            record.clear().limit(length);
+            for (int b = 0; b < length; b++)
+            {
+                record.put(b, stamp);
+            }
+            Arrays.fill(expected, (int)offset, (int)offset + length, stamp);
+            assertTrue(log.tryAppend(++lsn, 0, offset, 0, record, 0, length) >= 0);
+        }
+        log.forceRecords();
+        while (group.appliedLsn() < lsn)
+        {
+            group.doWork();
+        }
+        assertNull(group.failure());
+        reader.close();
+        assertTrue(Arrays.equals(expected, Files.readAllBytes(file)), "the volume differs from LSN order's result");
+        // The hook ran before each record at 8192 (and before the others, which it ignores): each saw the first
+        // byte of that block as the records before it had left it.
+        final List<String> wanted = new ArrayList<>();
+        byte at8192 = 0;
+        for (int i = 1; i <= 200; i++)
+        {
+            if (offsets[i] == 8192)
+            {
+                wanted.add(Byte.toString(at8192));
+            }
+            if (offsets[i] <= 8192 && 8192 < offsets[i] + lengths[i])
+            {
+                at8192 = (byte)i;
+            }
+        }
+        assertEquals(wanted, seenByHook, "what the hook saw before each record at byte 8192");
     }
 
     /** One record stamped with {@code i}, at one of 16 blocks, applied: the log forced whenever it is full. */
