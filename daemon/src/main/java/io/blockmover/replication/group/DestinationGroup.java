@@ -66,8 +66,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private long unforcedBytes;
     private long firstUnforcedNs;
     private long appliedPosition = -1;
-    // Whether, and since when, records are held that are not yet durable in the log (forceLogIfHeldBack).
+    // Whether, since when and at which forced position, records are held that are not yet durable in the log
+    // (forceLogIfHeldBack).
     private boolean heldBack;
+    private long heldBackAt;
     private long heldBackSinceNs;
     // Where the applier's cursor stood after its last duty cycle, for the receiver's wake-up decision.
     private volatile long applyingFrom;
@@ -546,8 +548,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     /**
      * The receiver forces the log at least every flush.interval while records arrive, and the applier follows.
      * Records it no longer forces (its session ended, the source gone for a failover) would wait for ever: the
-     * applier forces them itself after two intervals held back, and at once for a move to a new log, which waits
-     * for everything held to be applied.
+     * applier forces them itself once the forced position stood still for two intervals, and at once for a move
+     * to a new log, which waits for everything held to be applied.
      *
      * @return 1 when it forced.
      */
@@ -558,9 +560,11 @@ public final class DestinationGroup implements Agent, AutoCloseable
             heldBack = false;
             return 0;
         }
-        if (!heldBack)
+        if (!heldBack || limit != heldBackAt)
         {
+            // Counted from the last force seen: in a steady stream records always wait beyond the latest one.
             heldBack = true;
+            heldBackAt = limit;
             heldBackSinceNs = nowNs;
         }
         if (replacementState.get() != REPLACEMENT_REQUESTED && nowNs - heldBackSinceNs < 2 * forceIntervalNs)

@@ -316,6 +316,30 @@ class DestinationGroupTest
         assertNull(group.failure());
     }
 
+    /**
+     * While the receiver forces the log every interval, the applier never forces it too: records keep arriving
+     * beyond each force, so the applier is always held back by something, but never by the same position for two
+     * intervals. It counted from the first time it was held back, and so forced the log itself every two
+     * intervals of a steady stream, a device flush more for every two of the receiver's.
+     */
+    @Test
+    void shouldLeaveTheLogsForcesToTheReceiverWhileItForces() throws Exception
+    {
+        payload.clear();
+        for (int interval = 0; interval < 6; interval++)
+        {
+            assertTrue(log.tryAppend(++lsn, 0, (lsn % 16) * 4096L, 0, payload, 0, payload.capacity()) >= 0);
+            group.doWork();
+            nowNs[0] += 1_500_000; // Past one interval (1 ms), short of two.
+            log.forceRecords(); // The receiver's, every interval.
+            assertTrue(log.tryAppend(++lsn, 0, (lsn % 16) * 4096L, 0, payload, 0, payload.capacity()) >= 0);
+            group.doWork();
+            assertTrue(log.forcedPosition() < log.tailPosition(), "the applier forced the log itself, interval " +
+                interval);
+        }
+        assertEquals(lsn - 1, group.appliedLsn(), "everything the receiver forced is applied");
+    }
+
     private ByteBuffer read(final long offset, final int length) throws IOException
     {
         try (FileChannel volume = FileChannel.open(dir.resolve("volume")))
