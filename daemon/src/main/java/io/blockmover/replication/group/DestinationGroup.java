@@ -66,10 +66,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private long unforcedBytes;
     private long firstUnforcedNs;
     private long appliedPosition = -1;
-    // Whether, since when and at which forced position, records are held that are not yet durable in the log
-    // (forceLogIfHeldBack).
-    private boolean heldBack;
-    private long heldBackAt;
+    // The forced position that holds back records not yet durable in the log, and since when (-1: none held
+    // back; forceLogIfHeldBack).
+    private long heldBackAt = -1;
     private long heldBackSinceNs;
     // Where the applier's cursor stood after its last duty cycle, for the receiver's wake-up decision.
     private volatile long applyingFrom;
@@ -381,8 +380,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     }
 
     /**
-     * @return how the applier waits: asleep until the receiver logs records ({@link #recordsArrived()}), a test
-     * mount is requested, or its volumes' force falls due.
+     * @return how the applier waits: asleep until a force of the log makes a batch durable (forceLog,
+     * forceRecords), a test mount is requested, or its volumes' force falls due.
      */
     public IdleStrategy idleStrategy()
     {
@@ -390,15 +389,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
     }
 
     /**
-     * The receiver logged records: wake the applier if it sleeps. Receiver thread.
-     */
-    public void recordsArrived()
-    {
-        wakeIfABatchIsDurable();
-    }
-
-    /**
-     * Wakes the applier once a batch it may apply waits: records durable in the log ({@link #applyLimit}).
+     * Wakes the applier once a batch it may apply waits: records durable in the log ({@link #applyLimit}). After
+     * every force of the log, the only thing that moves that limit (records merely appended do not).
      */
     private void wakeIfABatchIsDurable()
     {
@@ -557,13 +549,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
     {
         if (cursor.nextPosition() < limit || log.tailPosition() == limit)
         {
-            heldBack = false;
+            heldBackAt = -1;
             return 0;
         }
-        if (!heldBack || limit != heldBackAt)
+        if (limit != heldBackAt)
         {
             // Counted from the last force seen: in a steady stream records always wait beyond the latest one.
-            heldBack = true;
             heldBackAt = limit;
             heldBackSinceNs = nowNs;
         }
@@ -571,7 +562,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             return 0;
         }
-        heldBack = false;
+        heldBackAt = -1;
         forceLog();
         return 1;
     }

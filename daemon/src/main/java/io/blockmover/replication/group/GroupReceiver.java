@@ -249,10 +249,6 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             final long nowNs = clock.nanoTime();
             final long appendedBefore = appendedLsn;
             int work = receive(nowNs);
-            if (appendedLsn != appendedBefore)
-            {
-                group.recordsArrived();
-            }
             if (inlineForceJustEnded)
             {
                 // The first receive after an inline force takes what the socket held during it.
