@@ -657,7 +657,8 @@ final class GroupCommand implements Callable<Integer>
             "On the destination with --force (failover, the source is lost): this host becomes the source at",
             "the last write it received; writes the lost source acknowledged but never sent are gone. How many,",
             "it says as the source last reported them (about once a second while linked; 'behind' in group",
-            "status here). The old source must rejoin as the destination ('blockmover group delete NAME'",
+            "status here). It first applies what its log holds (a progress line after the first second), for",
+            "as long as that moves. The old source must rejoin as the destination ('blockmover group delete NAME'",
             "there), and then receives everything. Refused while this host's volumes are inconsistent (its",
             "initial sync or a resync did not finish: 'consistent: false' in group status, kept across restarts)",
             "unless --allow-inconsistent."})
@@ -679,7 +680,8 @@ final class GroupCommand implements Callable<Integer>
         public Integer call()
         {
             final Map<String, Object> status;
-            try (GroupProgress progress = GroupProgress.switchOver(socket(), name, System.err, json || force))
+            try (GroupProgress progress = force ? GroupProgress.failover(socket(), name, System.err, json) :
+                GroupProgress.switchOver(socket(), name, System.err, json))
             {
                 status = (Map<String, Object>)call("group-switch",
                     Map.of("name", name, "force", force, "allow_inconsistent", allowInconsistent));

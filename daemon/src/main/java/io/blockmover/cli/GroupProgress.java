@@ -19,6 +19,8 @@ import io.blockmover.BlockmoverException;
  * or more per GiB, twice): how far the log being written is, and on which host.</li>
  * <li>{@link #switchOver}: a planned switch refuses writes and drains what the partner does not hold yet (minutes
  * for gigabytes of backlog over a slow link) before the partner takes over: how much is left to send.</li>
+ * <li>{@link #failover}: a failover waits until the destination has applied what its log holds: how many records
+ * are left.</li>
  * </ul>
  */
 abstract class GroupProgress implements AutoCloseable
@@ -33,6 +35,7 @@ abstract class GroupProgress implements AutoCloseable
     private volatile boolean running = true;
     private ProgressLine line;
     private long total;
+    private boolean records;
 
     private GroupProgress(final Path socket, final String group, final PrintStream out)
     {
@@ -66,6 +69,18 @@ abstract class GroupProgress implements AutoCloseable
         final boolean quiet)
     {
         return new Drained(socket, group, out).start(quiet);
+    }
+
+    /**
+     * @param socket the daemon's control socket.
+     * @param group  the group failing over (on its destination).
+     * @param out    where the line goes.
+     * @param quiet  show nothing (--json).
+     * @return the running progress of the apply the failover waits for, to close once it is answered.
+     */
+    static GroupProgress failover(final Path socket, final String group, final PrintStream out, final boolean quiet)
+    {
+        return new Applied(socket, group, out).start(quiet);
     }
 
     final GroupProgress start(final boolean quiet)
@@ -138,13 +153,34 @@ abstract class GroupProgress implements AutoCloseable
     }
 
     /**
+     * {@link #draw} for a count of records rather than bytes.
+     */
+    final void drawRecords(final long done, final long size, final boolean finished)
+    {
+        total = size;
+        records = true;
+        if (line == null || !line.update(done, size, finished))
+        {
+            return;
+        }
+        final double fraction = size == 0 ? 1 : (double)done / size;
+        final double left = line.secondsLeft(size - done);
+        line.print(String.format(Locale.ROOT, "[%s] %5.1f%% %d / %d records  ETA %s  %s",
+            ProgressLine.bar(fraction), fraction * 100, done, size, Format.duration(left), doing()));
+    }
+
+    /**
      * The request succeeded, so whatever was waited for is done: a line left short of the end is completed.
      */
     void succeeded()
     {
         running = false;
         joinPoller();
-        if (line != null)
+        if (line != null && records)
+        {
+            drawRecords(total, total, true);
+        }
+        else if (line != null)
         {
             draw(total, total, true);
         }
@@ -290,6 +326,41 @@ abstract class GroupProgress implements AutoCloseable
             }
             return left > 0 ? peer + " sends what this host lacks, writes refused there until the switch" :
                 "applying the log here to take over";
+        }
+    }
+    /**
+     * group switch --force: the destination applies what its log holds before it takes over (lsn.applied up to
+     * lsn.held), which after a restart with a log of gigabytes takes a while.
+     */
+    private static final class Applied extends GroupProgress
+    {
+        private long first = -1;
+
+        Applied(final Path socket, final String group, final PrintStream out)
+        {
+            super(socket, group, out);
+        }
+
+        @Override
+        void show(final Map<?, ?> status)
+        {
+            if (!"destination".equals(status.get("role")) || !(status.get("lsn") instanceof Map<?, ?> lsn) ||
+                !(lsn.get("held") instanceof Number held) || !(lsn.get("applied") instanceof Number applied))
+            {
+                return;
+            }
+            if (first < 0)
+            {
+                first = applied.longValue();
+                newLine();
+            }
+            drawRecords(applied.longValue() - first, held.longValue() - first, false);
+        }
+
+        @Override
+        String doing()
+        {
+            return "applying the log here before taking over";
         }
     }
 }

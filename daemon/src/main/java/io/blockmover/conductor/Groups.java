@@ -40,6 +40,8 @@ final class Groups implements AutoCloseable
 {
     /** How far a destination asked to switch has applied its log, in its BUSY refusal: "applied LSN N of M". */
     static final Pattern APPLIED = Pattern.compile("applied LSN (\\d+) of \\d+");
+    /** A failover waits for the applier as long as it moves; this long without a record applied, it gives up. */
+    private static final long FAILOVER_STALL_NS = TimeUnit.SECONDS.toNanos(30);
 
     private final Conductor conductor;
     private final GroupStore store;
@@ -57,6 +59,7 @@ final class Groups implements AutoCloseable
     private final List<Volume> localVolumes = new ArrayList<>();
     private final GroupVerifies verifies;
     private final List<SwitchRequest> switchRequests = new ArrayList<>();
+    private final List<PendingFailover> failovers = new ArrayList<>();
 
     Groups(final Conductor conductor)
     {
@@ -193,6 +196,14 @@ final class Groups implements AutoCloseable
             if (request.doWork(nowNs, sources.containsKey(request.name()), destinations.get(request.name())))
             {
                 switchRequests.remove(i);
+                work++;
+            }
+        }
+        for (int i = failovers.size() - 1; i >= 0; i--)
+        {
+            if (failovers.get(i).doWork(nowNs))
+            {
+                failovers.remove(i);
                 work++;
             }
         }
@@ -842,9 +853,24 @@ final class Groups implements AutoCloseable
         destination.forceLog();
         if (!destination.isApplied())
         {
-            throw new BlockmoverException(ErrorCode.BUSY, "group " + name + " is still applying its log: retry in " +
-                "a moment");
+            // Answered once the applier is through (doWork): the volumes must hold all the log holds before they are
+            // exported. It used to answer BUSY here, which a person at a terminal in a disaster had to retry.
+            conductor.log("group " + name + ": failover waits for the log to be applied (LSN " +
+                destination.appliedLsn() + " of " + destination.heldLsn() + ")");
+            failovers.add(new PendingFailover(client, id, name, allowInconsistent, destination.appliedLsn(),
+                conductor.clock().nanoTime()));
+            return;
         }
+        failOver(client, id, destination, allowInconsistent);
+    }
+
+    /**
+     * The failover itself, once the destination has applied everything its log holds.
+     */
+    private void failOver(final ControlServer.Client client, final Object id,
+        final DestinationGroupHandle destination, final boolean allowInconsistent)
+    {
+        final String name = destination.config.name;
         final boolean consistent = destination.isConsistent();
         if (!consistent && !allowInconsistent)
         {
@@ -1502,6 +1528,80 @@ final class Groups implements AutoCloseable
         {
             clientsStopped = true;
             nbd.close();
+        }
+    }
+
+    /**
+     * A failover ('group switch --force') waiting for the destination's applier to apply what its log holds: a log
+     * of gigabytes takes a while after a restart. Answered once it has, with the failover done, or with why not: the
+     * group changed meanwhile, or the applier moved no further for {@link #FAILOVER_STALL_NS}. Conductor thread.
+     */
+    private final class PendingFailover
+    {
+        private final ControlServer.Client client;
+        private final Object id;
+        private final String name;
+        private final boolean allowInconsistent;
+        private long appliedLsn;
+        private long deadlineNs;
+
+        PendingFailover(final ControlServer.Client client, final Object id, final String name,
+            final boolean allowInconsistent, final long appliedLsn, final long nowNs)
+        {
+            this.client = client;
+            this.id = id;
+            this.name = name;
+            this.allowInconsistent = allowInconsistent;
+            this.appliedLsn = appliedLsn;
+            this.deadlineNs = nowNs + FAILOVER_STALL_NS;
+        }
+
+        /**
+         * @return whether the request is answered.
+         */
+        boolean doWork(final long nowNs)
+        {
+            final DestinationGroupHandle destination = destinations.get(name);
+            try
+            {
+                if (destination == null || !destination.isOpen())
+                {
+                    throw new BlockmoverException(ErrorCode.INVALID_STATE, "failover not done: group " + name +
+                        (destination == null ? " is no longer a destination here (deleted, or another request " +
+                        "made this host its source): see 'blockmover group status " + name + "'" :
+                        " closed while it applied its log: see 'blockmover group status " + name + "'"));
+                }
+                if (destination.isReceiving())
+                {
+                    throw new BlockmoverException(ErrorCode.INVALID_STATE, "failover not done: " +
+                        destination.config.peer + " reconnected while group " + name + " applied its log, so the " +
+                        "source is alive: switch there without --force");
+                }
+                if (destination.isApplied())
+                {
+                    failOver(client, id, destination, allowInconsistent);
+                    return true;
+                }
+                if (destination.appliedLsn() > appliedLsn)
+                {
+                    appliedLsn = destination.appliedLsn();
+                    deadlineNs = nowNs + FAILOVER_STALL_NS;
+                }
+                else if (nowNs > deadlineNs)
+                {
+                    throw new BlockmoverException(ErrorCode.BUSY, "failover not done: group " + name + " applied " +
+                        "nothing of its log for " + TimeUnit.NANOSECONDS.toSeconds(FAILOVER_STALL_NS) + " s " +
+                        "(applied LSN " + appliedLsn + " of " + destination.heldLsn() + "): a hung or failing " +
+                        "volume? See 'blockmover group status " + name + "' and the daemon's log, then retry");
+                }
+                return false;
+            }
+            catch (final BlockmoverException ex)
+            {
+                conductor.log("group " + name + ": " + ex.getMessage());
+                client.error(id, ex.code(), ex.getMessage());
+                return true;
+            }
         }
     }
 
