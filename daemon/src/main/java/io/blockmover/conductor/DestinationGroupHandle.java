@@ -62,6 +62,9 @@ final class DestinationGroupHandle
     private final RpoTarget rpoTarget = new RpoTarget();
     /** When the last session from the source ended (0: none yet): how long a failover has been waiting. */
     private long unlinkedSinceMs;
+    /** While linked, the source's last report is saved this often too (see SourceReport), not only at the end. */
+    private static final long SOURCE_REPORT_SAVE_INTERVAL_NS = TimeUnit.SECONDS.toNanos(10);
+    private long sourceReportSavedNs;
     /**
      * The records not yet applied when the session ends for a move to a new log: they are applied before it (the
      * new log starts empty), while the source waits to reconnect (half a second); more, and the move waits.
@@ -309,7 +312,7 @@ final class DestinationGroupHandle
             (heldLsn() + 1));
     }
 
-    int doWork()
+    int doWork(final long nowNs)
     {
         if (testMount != null && testMount.failure() != null)
         {
@@ -321,7 +324,7 @@ final class DestinationGroupHandle
             return 1;
         }
         final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged() + checkRpo() +
-            stepLogResize();
+            stepLogResize() + saveSourceReportWhenDue(nowNs);
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -699,7 +702,7 @@ final class DestinationGroupHandle
             forcerRunner = null;
             forcer = null;
             receiver = null;
-            saveSourceReport();
+            saveSourceReport(true);
         }
     }
 
@@ -721,9 +724,26 @@ final class DestinationGroupHandle
     }
 
     /**
-     * Keeps what the source last said across a restart of this daemon: a failover may follow one.
+     * While linked: a crash of this daemon or host ends no session, so the report would otherwise be saved only at
+     * the end of the one before.
      */
-    private void saveSourceReport()
+    private int saveSourceReportWhenDue(final long nowNs)
+    {
+        if (receiver == null || nowNs - sourceReportSavedNs < SOURCE_REPORT_SAVE_INTERVAL_NS)
+        {
+            return 0;
+        }
+        sourceReportSavedNs = nowNs;
+        saveSourceReport(false);
+        return 0;
+    }
+
+    /**
+     * Keeps what the source last said across a restart of this daemon: a failover may follow one.
+     *
+     * @param durable forced to the disk (when a session ends), or only replaced (while linked).
+     */
+    private void saveSourceReport(final boolean durable)
     {
         if (group == null)
         {
@@ -732,7 +752,7 @@ final class DestinationGroupHandle
         final Path file = store.dir(config.name).resolve(SourceReport.FILE_NAME);
         try
         {
-            group.sourceReport().save(file);
+            group.sourceReport().save(file, durable);
         }
         catch (final java.io.IOException ex)
         {

@@ -186,7 +186,7 @@ final class Groups implements AutoCloseable
         }
         for (final DestinationGroupHandle handle : destinations.values())
         {
-            work += handle.doWork();
+            work += handle.doWork(nowNs);
         }
         work += verifies.doWork(nowNs);
         // Backwards, so that a finished request can leave the list without an iterator.

@@ -1,5 +1,6 @@
 package io.blockmover.it;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
@@ -186,6 +187,64 @@ class SwitchIT
             testbed.start("site-a");
             testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
             GroupChecks.delete(testbed, name);
+        }
+    }
+
+    /**
+     * What the source last reported survives a crash of the destination's daemon while they are linked: saved
+     * every 10 s of a session, not only when it ends (a kill -9 ends none on that side). Before, a destination that
+     * crashed, and found its source lost once back, said nothing of what a failover would lose, or what the end of
+     * an older session had saved, however old.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void shouldKeepTheSourcesLastReportAcrossACrashOfTheDestinationWhileLinked() throws Exception
+    {
+        final String name = "report";
+        final Path first = Volumes.zeros(testbed.dir.resolve("report-first.img"), SIZE);
+        final Path second = Volumes.zeros(testbed.dir.resolve("report-second.img"), SIZE);
+        testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+        try
+        {
+            final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
+                "64m", "--volume", first + "=" + second);
+            awaitReplicated(testbed, name, 60);
+            Run.of(60, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c", "write -P 0x2d 0 1M"))
+                .expect(0);
+            final long last = GroupChecks.lsn(testbed.group("site-a", name), "last");
+            final Path saved = testbed.dir.resolve("site-b/state/groups/" + name + "/source-report");
+            Testbed.await("site-b to save a report of LSN " + last + " while linked", 30, () ->
+                savedReport(saved).startsWith(last + " "));
+            assertEquals("receiving", GroupChecks.state(testbed.group("site-b", name)));
+
+            testbed.kill("site-b");
+            testbed.kill("site-a");
+            testbed.start("site-b");
+            final Map<String, Object> report = (Map<String, Object>)testbed.group("site-b", name)
+                .get("source_report");
+            assertNotNull(report, "forgotten in the crash");
+            assertEquals(last, number(report, "lsn"), report.toString());
+        }
+        finally
+        {
+            testbed.start("site-a");
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "reset", true));
+            GroupChecks.delete(testbed, name);
+        }
+    }
+
+    /**
+     * @return the source report file's line, or "" while there is none (or it is being replaced).
+     */
+    private static String savedReport(final Path file)
+    {
+        try
+        {
+            return Files.readString(file);
+        }
+        catch (final java.io.IOException ex)
+        {
+            return "";
         }
     }
 

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -13,9 +14,10 @@ import io.blockmover.io.DurableFiles;
  * What a destination last heard from its source about how far ahead the source is (a PROGRESS frame, about once a
  * heartbeat interval while they are linked). Kept after the link is gone, with its age: with the source lost, it is
  * the best a destination can say about what a failover would lose. Saved in the group's state directory when a
- * session ends (once a session, not once a report), so that a destination restarted after its source was lost still
- * knows. The receiver updates it, the conductor reads and saves it: both rarely, so a lock is cheaper than anything
- * cleverer.
+ * session ends, so that a destination restarted after its source was lost still knows, and every few seconds while
+ * linked (not once a report): a crash of the destination's daemon or host ends no session, and a report saved only
+ * at the end of the session before could be days old, or missing. The receiver updates it, the conductor reads and
+ * saves it: both rarely, so a lock is cheaper than anything cleverer.
  */
 public final class SourceReport
 {
@@ -48,12 +50,15 @@ public final class SourceReport
     }
 
     /**
-     * Saves the last report, if there is one not saved yet. Conductor thread, when a session ends.
+     * Saves the last report, if there is one not saved yet. Conductor thread.
      *
-     * @param file where ({@link #FILE_NAME} in the group's state directory).
+     * @param file    where ({@link #FILE_NAME} in the group's state directory).
+     * @param durable forced to the disk before it returns (when a session ends); otherwise only replaced whole, so
+     *                that a periodic save never holds the conductor for a device flush on a busy disk: a power cut
+     *                may then lose it, and {@link #load} knows nothing, as before it was saved.
      * @throws IOException if it cannot be written.
      */
-    public void save(final Path file) throws IOException
+    public void save(final Path file, final boolean durable) throws IOException
     {
         final String line;
         synchronized (this)
@@ -65,7 +70,14 @@ public final class SourceReport
             line = lsn + " " + rpoBytes + " " + rpoMs + " " + dirtyRegions + " " + receivedMs + "\n";
             savedMs = receivedMs;
         }
-        DurableFiles.replace(file, line.getBytes(StandardCharsets.US_ASCII));
+        if (durable)
+        {
+            DurableFiles.replace(file, line.getBytes(StandardCharsets.US_ASCII));
+            return;
+        }
+        final Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+        Files.write(tmp, line.getBytes(StandardCharsets.US_ASCII));
+        Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     }
 
     /**

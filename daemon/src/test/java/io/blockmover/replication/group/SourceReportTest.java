@@ -25,11 +25,11 @@ class SourceReportTest
     {
         final Path file = dir.resolve(SourceReport.FILE_NAME);
         final SourceReport before = new SourceReport();
-        before.save(file);
+        before.save(file, true);
         assertFalse(Files.exists(file), "nothing heard, nothing saved");
 
         before.update(84, 12L << 20, 11_700, 3, 1_000_000);
-        before.save(file);
+        before.save(file, true);
         final SourceReport after = new SourceReport();
         after.load(file);
         final Map<String, Object> report = after.describe(73, 1_006_000);
@@ -39,6 +39,25 @@ class SourceReportTest
         assertEquals(11.7, report.get("rpo_seconds"));
         assertEquals(3L, report.get("dirty_regions"));
         assertEquals(6.0, report.get("seconds_ago"), "aged from when it arrived, not from the restart");
+    }
+
+    /**
+     * While linked, the report is saved every few seconds without a force: replaced whole, like the durable save.
+     */
+    @Test
+    void shouldReplaceTheSavedReportWithANewerOneWhileLinked() throws IOException
+    {
+        final Path file = dir.resolve(SourceReport.FILE_NAME);
+        final SourceReport linked = new SourceReport();
+        linked.update(84, 100, 5, 0, 1_000_000);
+        linked.save(file, false);
+        linked.update(97, 200, 7, 1, 1_010_000);
+        linked.save(file, false);
+        assertEquals("97 200 7 1 1010000\n", Files.readString(file));
+        assertFalse(Files.exists(dir.resolve(SourceReport.FILE_NAME + ".tmp")), "no temporary file left behind");
+        final SourceReport restarted = new SourceReport();
+        restarted.load(file);
+        assertEquals(97L, restarted.describe(90, 1_012_000).get("lsn"));
     }
 
     @Test
