@@ -1602,6 +1602,13 @@ final class Groups implements AutoCloseable
                 client.error(id, ex.code(), ex.getMessage());
                 return true;
             }
+            catch (final RuntimeException ex)
+            {
+                // As the request dispatcher answers a request that failed at once: a bug, not the conductor's end.
+                conductor.error("group " + name + ": failover failed (a bug): " + ex);
+                client.error(id, ErrorCode.INTERNAL, "internal error: " + ex);
+                return true;
+            }
         }
     }
 
