@@ -1,0 +1,40 @@
+package io.blockmover.cli;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.Map;
+
+import org.junit.jupiter.api.Test;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * What 'group switch --force' draws while the destination applies its log before it takes over: records, from
+ * the group status's lsn.applied and lsn.held, not bytes.
+ */
+class GroupProgressTest
+{
+    @Test
+    void shouldCountTheRecordsAFailoverWaitsForFromTheFirstStatusSeen()
+    {
+        final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        final PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
+        // Quiet: no poller thread (no daemon here); the statuses are handed to it as the poller would.
+        try (GroupProgress progress = GroupProgress.failover(Path.of("/nonexistent.sock"), "g", out, true))
+        {
+            progress.show(Map.of("role", "source", "lsn", Map.of("held", 9, "applied", 9)));
+            assertEquals("", bytes.toString(StandardCharsets.UTF_8), "not a destination: not this wait's figures");
+            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 1100L, "applied", 100L)));
+            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 1100L, "applied", 600L)));
+            progress.succeeded();
+        }
+        final String[] lines = bytes.toString(StandardCharsets.UTF_8).split("\n");
+        assertTrue(lines[0].contains("  0.0% 0 / 1000 records  ETA --  applying the log here before taking over"),
+            lines[0]);
+        assertTrue(lines[lines.length - 1].contains("100.0% 1000 / 1000 records  ETA 0s  applying the log"),
+            lines[lines.length - 1]);
+    }
+}
