@@ -265,7 +265,11 @@ class NbdServerTest
         /** Writes answered at once: through write(), as the reader runs a lone request. */
         final java.util.concurrent.atomic.AtomicInteger direct = new java.util.concurrent.atomic.AtomicInteger();
         volatile boolean defer;
-        volatile long holdMs;
+        /**
+         * While set, each write counts down and waits (1 s at most) until the latch is open: the first writes are
+         * held until that many run at once, which a server running a burst one by one never reaches.
+         */
+        volatile java.util.concurrent.CountDownLatch holdUntilStarted;
 
         ThreadRecordingExport(final NbdExport delegate)
         {
@@ -280,9 +284,11 @@ class NbdServerTest
             mostAtOnce.accumulateAndGet(running.incrementAndGet(), Math::max);
             try
             {
-                if (holdMs > 0)
+                final java.util.concurrent.CountDownLatch hold = holdUntilStarted;
+                if (hold != null)
                 {
-                    Thread.sleep(holdMs);
+                    hold.countDown();
+                    hold.await(1, java.util.concurrent.TimeUnit.SECONDS);
                 }
                 delegate.write(offset, src, length, fua);
                 direct.incrementAndGet();
@@ -348,7 +354,7 @@ class NbdServerTest
 
             // A burst must still run concurrently on the workers, not one by one on the reader.
             export.threads.clear();
-            export.holdMs = 100;
+            export.holdUntilStarted = new java.util.concurrent.CountDownLatch(2);
             for (int i = 0; i < 8; i++)
             {
                 client.sendRequest(CMD_WRITE, 0, 100 + i, (long)i * BLOCK, BLOCK, block);
@@ -364,7 +370,7 @@ class NbdServerTest
             // its header (libnbd sends them apart), then a FLUSH. Both must run on the reader: a payload that came
             // late must not make the reader hand its request over.
             export.threads.clear();
-            export.holdMs = 0;
+            export.holdUntilStarted = null;
             for (int i = 0; i < 10; i++)
             {
                 client.sendRequest(CMD_WRITE, 0, 200 + i, (long)i * large.length, large.length, null);
