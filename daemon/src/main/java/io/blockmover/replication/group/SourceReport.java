@@ -24,7 +24,10 @@ public final class SourceReport
     /** The file in the group's state directory: one line, "LSN RPO_BYTES RPO_MS DIRTY_REGIONS RECEIVED_EPOCH_MS". */
     public static final String FILE_NAME = "source-report";
     private long receivedMs;
+    // When the report last saved arrived, and the one last forced to the disk (a session's end forces what a
+    // periodic save only wrote).
     private long savedMs;
+    private long forcedMs;
     private long lsn;
     private long rpoBytes;
     private long rpoMs;
@@ -63,12 +66,16 @@ public final class SourceReport
         final String line;
         synchronized (this)
         {
-            if (receivedMs == 0 || receivedMs == savedMs)
+            if (receivedMs == 0 || receivedMs == (durable ? forcedMs : savedMs))
             {
                 return;
             }
             line = lsn + " " + rpoBytes + " " + rpoMs + " " + dirtyRegions + " " + receivedMs + "\n";
             savedMs = receivedMs;
+            if (durable)
+            {
+                forcedMs = receivedMs;
+            }
         }
         if (durable)
         {
@@ -99,7 +106,7 @@ public final class SourceReport
             {
                 update(Long.parseLong(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]),
                     Long.parseLong(f[4]));
-                savedMs = receivedMs;
+                savedMs = receivedMs; // Not forcedMs: a periodic save may have written it without a force.
             }
         }
         catch (final IOException | NumberFormatException ex)

@@ -60,6 +60,28 @@ class SourceReportTest
         assertEquals(97L, restarted.describe(90, 1_012_000).get("lsn"));
     }
 
+    /**
+     * The save when a session ends must be durable even when the periodic save already wrote the same report
+     * without a force: it skipped it as "already saved", so a power cut after the end could lose the report that
+     * says what a failover loses.
+     */
+    @Test
+    void shouldForceTheReportAtTheSessionsEndThatThePeriodicSaveWroteUnforced() throws IOException
+    {
+        final Path file = dir.resolve(SourceReport.FILE_NAME);
+        final SourceReport report = new SourceReport();
+        report.update(84, 100, 5, 0, 1_000_000);
+        report.save(file, false);
+        Files.delete(file); // What a power cut may do to a file replaced without a force.
+        report.save(file, false);
+        assertFalse(Files.exists(file), "the periodic save writes each report once");
+        report.save(file, true);
+        assertEquals("84 100 5 0 1000000\n", Files.readString(file), "the durable save wrote it again");
+        Files.delete(file);
+        report.save(file, true);
+        assertFalse(Files.exists(file), "and once forced, not again");
+    }
+
     @Test
     void shouldNeitherLetAnOldFileHideANewReportNorTrustAGarbledOne() throws IOException
     {
