@@ -35,7 +35,6 @@ abstract class GroupProgress implements AutoCloseable
     private volatile boolean running = true;
     private ProgressLine line;
     private long total;
-    private boolean records;
 
     private GroupProgress(final Path socket, final String group, final PrintStream out)
     {
@@ -153,12 +152,19 @@ abstract class GroupProgress implements AutoCloseable
     }
 
     /**
+     * Completes the line at its total once the request succeeded: in bytes, unless a progress counts otherwise.
+     */
+    void drawEnd(final long size)
+    {
+        draw(size, size, true);
+    }
+
+    /**
      * {@link #draw} for a count of records rather than bytes.
      */
     final void drawRecords(final long done, final long size, final boolean finished)
     {
         total = size;
-        records = true;
         if (line == null || !line.update(done, size, finished))
         {
             return;
@@ -176,13 +182,9 @@ abstract class GroupProgress implements AutoCloseable
     {
         running = false;
         joinPoller();
-        if (line != null && records)
+        if (line != null)
         {
-            drawRecords(total, total, true);
-        }
-        else if (line != null)
-        {
-            draw(total, total, true);
+            drawEnd(total);
         }
     }
 
@@ -328,6 +330,7 @@ abstract class GroupProgress implements AutoCloseable
                 "applying the log here to take over";
         }
     }
+
     /**
      * group switch --force: the destination applies what its log holds before it takes over (lsn.applied up to
      * lsn.held), which after a restart with a log of gigabytes takes a while.
@@ -355,6 +358,12 @@ abstract class GroupProgress implements AutoCloseable
                 newLine();
             }
             drawRecords(applied.longValue() - first, held.longValue() - first, false);
+        }
+
+        @Override
+        void drawEnd(final long size)
+        {
+            drawRecords(size, size, true);
         }
 
         @Override

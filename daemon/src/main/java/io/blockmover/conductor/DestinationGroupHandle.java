@@ -324,7 +324,8 @@ final class DestinationGroupHandle
             return 1;
         }
         final int reported = reportApplyFailure() + adoptSettings() + reportDamage() + dropDamaged() + checkRpo() +
-            stepLogResize() + saveSourceReportWhenDue(nowNs);
+            stepLogResize();
+        saveSourceReportWhenDue(nowNs);
         if (receiver == null || receiver.status().isRunning())
         {
             return reported;
@@ -727,15 +728,13 @@ final class DestinationGroupHandle
      * While linked: a crash of this daemon or host ends no session, so the report would otherwise be saved only at
      * the end of the one before.
      */
-    private int saveSourceReportWhenDue(final long nowNs)
+    private void saveSourceReportWhenDue(final long nowNs)
     {
-        if (receiver == null || nowNs - sourceReportSavedNs < SOURCE_REPORT_SAVE_INTERVAL_NS)
+        if (receiver != null && nowNs - sourceReportSavedNs >= SOURCE_REPORT_SAVE_INTERVAL_NS)
         {
-            return 0;
+            sourceReportSavedNs = nowNs;
+            saveSourceReport(false);
         }
-        sourceReportSavedNs = nowNs;
-        saveSourceReport(false);
-        return 0;
     }
 
     /**

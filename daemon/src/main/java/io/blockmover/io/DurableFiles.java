@@ -26,6 +26,24 @@ public final class DurableFiles
      */
     public static void replace(final Path file, final byte[] content) throws IOException
     {
+        replace(file, content, true);
+    }
+
+    /**
+     * Replaces a file whole (never torn) without forcing anything: for a file written often whose loss to a power
+     * cut is acceptable, where a device flush each time is not.
+     *
+     * @param file    the file to create or replace.
+     * @param content its new content.
+     * @throws IOException when any step fails; the old version then stays.
+     */
+    public static void replaceUnforced(final Path file, final byte[] content) throws IOException
+    {
+        replace(file, content, false);
+    }
+
+    private static void replace(final Path file, final byte[] content, final boolean force) throws IOException
+    {
         final Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
         Files.createDirectories(file.toAbsolutePath().getParent());
         try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
@@ -36,10 +54,16 @@ public final class DurableFiles
             {
                 channel.write(bytes);
             }
-            channel.force(true);
+            if (force)
+            {
+                channel.force(true);
+            }
         }
         Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-        forceDirectory(file.toAbsolutePath().getParent());
+        if (force)
+        {
+            forceDirectory(file.toAbsolutePath().getParent());
+        }
     }
 
     /**

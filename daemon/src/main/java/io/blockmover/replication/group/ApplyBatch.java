@@ -36,8 +36,8 @@ final class ApplyBatch implements AutoCloseable
     static final int MAX_RECORDS = 32;
     /** Bytes of staging: records longer than a batch's share go to the volume on their own. */
     static final int STAGING_BYTES = 1024 * 1024;
-    /** Records longer than this are not batched ({@link DestinationGroup#DIRECT_APPLY_LENGTH} is their path). */
-    static final int MAX_RECORD_LENGTH = 256 * 1024 - 1;
+    /** Records longer than this are not batched: they take the long records' path, written on their own. */
+    static final int MAX_RECORD_LENGTH = DestinationGroup.DIRECT_APPLY_LENGTH - 1;
 
     private final LinuxAio aio;
     private final ByteBuffer staging;
@@ -91,8 +91,15 @@ final class ApplyBatch implements AutoCloseable
      */
     static boolean batchable(final int directFd, final long offset, final int length)
     {
-        return directFd >= 0 && length > 0 && length <= MAX_RECORD_LENGTH &&
-            ((offset | length) & (Slab.ALIGNMENT - 1)) == 0;
+        return directFd >= 0 && length > 0 && length <= MAX_RECORD_LENGTH && aligned(offset, length);
+    }
+
+    /**
+     * @return whether O_DIRECT can take a write of this place and length.
+     */
+    static boolean aligned(final long offset, final int length)
+    {
+        return ((offset | length) & (Slab.ALIGNMENT - 1)) == 0;
     }
 
     /**

@@ -929,7 +929,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
             batch.add(vol, directFd, offset, payload, cursor.position(), cursor.lsn(), resync, startNs);
             return;
         }
-        if (length >= DIRECT_APPLY_LENGTH && ((offset | length) & (Slab.ALIGNMENT - 1)) == 0)
+        if (length >= DIRECT_APPLY_LENGTH && ApplyBatch.aligned(offset, length))
         {
             // The log's payload is not aligned for O_DIRECT; a copy is cheaper than the page cache's work.
             buffer.clear();

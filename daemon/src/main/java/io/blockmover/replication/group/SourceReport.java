@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -80,11 +79,11 @@ public final class SourceReport
         if (durable)
         {
             DurableFiles.replace(file, line.getBytes(StandardCharsets.US_ASCII));
-            return;
         }
-        final Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
-        Files.write(tmp, line.getBytes(StandardCharsets.US_ASCII));
-        Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        else
+        {
+            DurableFiles.replaceUnforced(file, line.getBytes(StandardCharsets.US_ASCII));
+        }
     }
 
     /**
