@@ -82,6 +82,8 @@ final class SourceGroupHandle
     private boolean partnerApplyFailingLogged;
     private long linkedAtNs;
     private long ackedAtLink;
+    // The published LSN once nothing was left to send in the initial sync, or -1 (see checkInitialSyncEnd).
+    private long syncEndLsn = -1;
     private String resyncFailureLogged;
     private long recordsMendedLogged;
     private String activityFailureLogged;
@@ -899,13 +901,7 @@ final class SourceGroupHandle
 
     private int checkSession(final long nowNs)
     {
-        if (!config.initialSyncDone && !config.seeding && group.isLinked() && group.dirtyRegions() == 0 &&
-            GroupStatus.isDrained(group))
-        {
-            config.initialSyncDone = true;
-            store.save(config);
-            conductor.log("group " + config.name + ": initial sync complete");
-        }
+        checkInitialSyncEnd();
         if (shipper.status().isRunning())
         {
             return 0;
@@ -919,6 +915,32 @@ final class SourceGroupHandle
         }
         connectionFailed(why, nowNs, code);
         return 1;
+    }
+
+    /**
+     * The initial sync ends once the partner holds durably every record up to the point where nothing was left to
+     * send (the last region's record is at or before it; read in that order, as the shipper does): not every write
+     * since, which under writes that never pause it never does. The partner is asked to force that far at once,
+     * not left to its next flush.interval.
+     */
+    private void checkInitialSyncEnd()
+    {
+        if (config.initialSyncDone || config.seeding || !group.isLinked() || group.dirtyRegions() > 0)
+        {
+            syncEndLsn = -1;
+            return;
+        }
+        if (syncEndLsn < 0)
+        {
+            syncEndLsn = group.publishedLsn();
+            group.askPartnerToForce(syncEndLsn);
+        }
+        if (group.durableLsn() >= syncEndLsn)
+        {
+            config.initialSyncDone = true;
+            store.save(config);
+            conductor.log("group " + config.name + ": initial sync complete");
+        }
     }
 
     /**

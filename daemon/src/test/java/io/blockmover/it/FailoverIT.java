@@ -54,7 +54,7 @@ class FailoverIT
         final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
         final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
             "64m", "--volume", source + "=" + destination);
-        // The initial sync's last records are applied, and the destination consistent, once a force came.
+        // The initial sync ends, and the destination is consistent, once the force the source asks for came.
         Testbed.await("the group to replicate, site-b consistent", 60, () -> "replicating".equals(GroupChecks.state(
             testbed.group("site-a", name))) && Boolean.TRUE.equals(testbed.group("site-b", name).get("consistent")));
         // Under a quarter of the log (16 MiB), which would force it.

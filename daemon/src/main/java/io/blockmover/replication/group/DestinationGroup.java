@@ -322,13 +322,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
     }
 
     /**
-     * The source says that, when it sent LSN {@code lsn}, it had nothing left to resync ({@code clean}) or not.
-     * Receiver thread.
-     *
-     * @param lsn   the last LSN the source had sent.
-     * @param clean whether its dirty bitmaps were empty.
-     */
-    /**
      * @return what the source last said about how far ahead of this host it is (receiver: update; conductor: read).
      */
     public SourceReport sourceReport()
@@ -336,9 +329,28 @@ public final class DestinationGroup implements Agent, AutoCloseable
         return sourceReport;
     }
 
+    /**
+     * The source says that, when it sent LSN {@code lsn}, it had nothing left to resync ({@code clean}) or not.
+     * Receiver thread.
+     * <p>
+     * A clean point stays while it is valid (no resync record applied after it): every later point is clean as well
+     * until the source says otherwise, and the earliest is the one the applier reaches first. A busy source says it of
+     * record after record, each ahead of what this side has made durable and applied; moving the point with them,
+     * the applier would never reach it.
+     *
+     * @param lsn   the last LSN the source had sent.
+     * @param clean whether its dirty bitmaps were empty.
+     */
     public void sourceState(final long lsn, final boolean clean)
     {
-        cleanLsn = clean ? lsn : -1;
+        if (!clean)
+        {
+            cleanLsn = -1;
+        }
+        else if (cleanLsn < 0 || lastResyncLsn > cleanLsn)
+        {
+            cleanLsn = lsn;
+        }
     }
 
     /**

@@ -32,6 +32,8 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     public static final int RECORD_RESTART = io.blockmover.replication.log.RecordFlags.RESTART;
     /** Record flag: the source had regions left to resync when it sent this record (the prefix is inconsistent). */
     public static final int RECORD_UNCLEAN = io.blockmover.replication.log.RecordFlags.UNCLEAN;
+    /** Record flag: the source had nothing to resync and this was its last record (see RecordFlags.CLEAN). */
+    public static final int RECORD_CLEAN = io.blockmover.replication.log.RecordFlags.CLEAN;
     /** Heartbeat aux flag: the source had nothing to resync and had sent everything through the sequence. */
     public static final int HEARTBEAT_CLEAN = 1;
     /**
@@ -316,8 +318,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
                     }
                 }
                 case FLUSH -> flushWanted = Math.max(flushWanted, receiveHeader.sequence());
-                case HEARTBEAT -> group.sourceState(receiveHeader.sequence(),
-                    (receiveHeader.aux() & HEARTBEAT_CLEAN) != 0);
+                case HEARTBEAT -> sourceState(receiveHeader.sequence(), (receiveHeader.aux() & HEARTBEAT_CLEAN) != 0);
                 case PROGRESS -> group.sourceReport().update(receiveHeader.sequence(), receiveHeader.offset(),
                     receiveHeader.aux(), receiveHeader.volumeId(), System.currentTimeMillis());
                 case CLOSE -> status.complete();
@@ -461,9 +462,9 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             return false;
         }
         claim = null;
-        if ((receiveHeader.aux() & RECORD_UNCLEAN) != 0)
+        if ((receiveHeader.aux() & (RECORD_UNCLEAN | RECORD_CLEAN)) != 0)
         {
-            group.sourceState(receiveHeader.sequence(), false);
+            sourceState(receiveHeader.sequence(), (receiveHeader.aux() & RECORD_UNCLEAN) == 0);
         }
         final long position = log.commit(receiveHeader.sequence(), receiveHeader.volumeId(), receiveHeader.offset(),
             (int)receiveHeader.aux() & ~RecordFlags.WIRE_ONLY, receiveHeader.payloadCrc());
@@ -603,6 +604,21 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             return 1;
         }
         return 0;
+    }
+
+    /**
+     * What the source says of its state at {@code lsn}. Volumes not yet durably consistent become so only once the
+     * applier has applied the clean point, and it applies only what the log made durable: the point is forced now,
+     * not at the next flush.interval, so that a failover from here is safe as soon as it can be (an initial sync or a
+     * resync has just ended). Once per such end: the applier then marks the volumes durably consistent.
+     */
+    private void sourceState(final long lsn, final boolean clean)
+    {
+        group.sourceState(lsn, clean);
+        if (clean && group.durableCleanLsn() == DurableConsistency.INCONSISTENT)
+        {
+            flushWanted = Math.max(flushWanted, group.cleanLsn());
+        }
     }
 
     private void forceAndAnswer(final long nowNs) throws IOException

@@ -552,6 +552,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 {
                     restartLsn = sendCursor.lsn();
                 }
+                // Read in the heartbeat's order (see below): nothing to resync, then this the last record.
+                final int consistency = group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN :
+                    group.publishedLsn() == sendCursor.lsn() ? GroupReceiver.RECORD_CLEAN : 0;
                 sendHeader.reset(FrameType.RECORD)
                     .sessionId(sessionId)
                     .volumeId(sendCursor.volume())
@@ -561,7 +564,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     .payloadCrc(sendCursor.payloadCrc())
                     .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
                         (restartPending || sendCursor.lsn() == restartLsn ? GroupReceiver.RECORD_RESTART : 0) |
-                        (group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN : 0) | flushing)
+                        consistency | flushing)
                     .seal();
                 restartPending = false;
                 connection.startSend(sendHeader, payload);

@@ -1077,6 +1077,17 @@ public final class SourceGroup implements AutoCloseable
         }
     }
 
+    /**
+     * Asks the partner to force its log through {@code lsn} now, not at its next flush.interval: for a source
+     * waiting on something only that force gives (the end of an initial sync, a verify's answers). Any thread.
+     *
+     * @param lsn the last LSN to make durable.
+     */
+    public void askPartnerToForce(final long lsn)
+    {
+        requestDurable(lsn);
+    }
+
     private void requestDurable(final long lsn)
     {
         synchronized (progress)
@@ -1548,7 +1559,10 @@ public final class SourceGroup implements AutoCloseable
         return System.nanoTime() - lastFlushNs < FLUSHING_WINDOW_NS;
     }
 
-    long flushWantedLsn()
+    /**
+     * @return the highest LSN the partner was asked to make durable (a client's FLUSH, {@link #askPartnerToForce}).
+     */
+    public long flushWantedLsn()
     {
         return flushWantedLsn;
     }
@@ -1566,7 +1580,7 @@ public final class SourceGroup implements AutoCloseable
         return ackedLsn;
     }
 
-    long durableLsn()
+    public long durableLsn()
     {
         return durableLsn;
     }

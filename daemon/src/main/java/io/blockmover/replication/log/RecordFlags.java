@@ -22,8 +22,14 @@ public final class RecordFlags
      * durable; otherwise it forces when asked, or as an async partner does.
      */
     public static final int FLUSHING = 16;
+    /**
+     * Wire only: the source had nothing to resync (or to compare, seeded) and this was its last record when it sent
+     * it: the partner's volumes are a consistent prefix from here on until a resync record. A heartbeat says the
+     * same of an idle source; this says it of a busy one, which sends no heartbeat.
+     */
+    public static final int CLEAN = 32;
     /** Wire-only bits, masked off before a received record is logged. */
-    public static final int WIRE_ONLY = RESTART | UNCLEAN | FLUSHING;
+    public static final int WIRE_ONLY = RESTART | UNCLEAN | FLUSHING | CLEAN;
     /** Log only (source): the record's bytes reached the local volume. */
     public static final int WRITTEN = 1 << 16;
 

@@ -68,6 +68,10 @@ public final class SourceVerifier implements SourceGroup.Verifier
     private volatile long issuedThrough = -1;
     private volatile long highestAnswered = -1;
     private long nextRegionNs;
+    // The LSN of the last VERIFY record logged, and how many were logged since the partner was last asked to
+    // force them (resyncer's thread).
+    private long loggedLsn;
+    private int unaskedRecords;
     private long runningJob;
     private int volume;
     private long region;
@@ -170,7 +174,15 @@ public final class SourceVerifier implements SourceGroup.Verifier
     public int doWork()
     {
         final long job = jobId;
-        if (job == 0 || failure != null || (scanDone && toCompareAgain.isEmpty()))
+        if (job == 0 || failure != null)
+        {
+            return 0;
+        }
+        if (askForAnswers())
+        {
+            return 1;
+        }
+        if (scanDone && toCompareAgain.isEmpty())
         {
             return 0;
         }
@@ -179,6 +191,7 @@ public final class SourceVerifier implements SourceGroup.Verifier
             runningJob = job;
             volume = 0;
             region = startRegion;
+            unaskedRecords = 0; // An abandoned job's answers are nobody's.
         }
         if (issued.get() - answered.get() >= WINDOW)
         {
@@ -240,9 +253,30 @@ public final class SourceVerifier implements SourceGroup.Verifier
         {
             issuedThrough = regionsBefore(volume) + region;
             issued.incrementAndGet();
+            logged(lsn);
         }
         region++;
         return 1;
+    }
+
+    /**
+     * The partner compares a region when it applies its VERIFY record, and applies only what its log made durable:
+     * left to its flush.interval (200 ms by default), a verify got one window of regions compared per interval,
+     * 160 MiB/s at most with 1 MiB regions, and a seeded initial sync with it. So the partner is asked to force what
+     * was logged every half window, the force running while the next half is read, and once the scan has logged its
+     * last region: one device flush per half window on the partner, paced or not.
+     *
+     * @return whether it asked.
+     */
+    private boolean askForAnswers()
+    {
+        if (unaskedRecords >= WINDOW / 2 || (unaskedRecords > 0 && scanDone && toCompareAgain.isEmpty()))
+        {
+            unaskedRecords = 0;
+            group.askPartnerToForce(loggedLsn);
+            return true;
+        }
+        return false;
     }
 
     /**
@@ -281,7 +315,17 @@ public final class SourceVerifier implements SourceGroup.Verifier
             skipped.incrementAndGet();
             issued.decrementAndGet();
         }
+        else
+        {
+            logged(lsn);
+        }
         return 1;
+    }
+
+    private void logged(final long lsn)
+    {
+        loggedLsn = lsn;
+        unaskedRecords++;
     }
 
     @Override

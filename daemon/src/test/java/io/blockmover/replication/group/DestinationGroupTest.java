@@ -150,6 +150,28 @@ class DestinationGroupTest
     }
 
     /**
+     * A busy source says "clean" of record after record (RecordFlags.CLEAN), each ahead of what this side has
+     * applied: the first point stays until a resync record invalidates it, or the applier, which lags by a force
+     * interval, would never reach the point and the volumes would never be marked consistent.
+     */
+    @Test
+    void shouldKeepTheFirstCleanPointWhileTheSourceSaysCleanOfEveryRecord() throws Exception
+    {
+        apply(0, 0);
+        group.sourceState(1, true);
+        group.sourceState(3, true);
+        assertEquals(1, group.cleanLsn(), "a later point replaced a valid one");
+        assertTrue(group.isConsistent());
+
+        apply(REGION, SourceGroup.RECORD_RESYNC);
+        group.sourceState(4, true);
+        assertEquals(4, group.cleanLsn(), "a resync record came after the kept point: the next one counts");
+        group.sourceState(4, false);
+        group.sourceState(6, true);
+        assertEquals(6, group.cleanLsn(), "after an unclean word, the next clean one counts");
+    }
+
+    /**
      * A bug in the apply (here a record naming a volume the group does not have, which the receiver never lets
      * in) backs off and retries from the log's head, named as a bug, like a volume's failure. It used to leave
      * doWork, and the runner logged it and ran the next duty cycle into it again, at once and for ever.

@@ -206,7 +206,9 @@ class SourceVerifierTest
         {
             work++;
         }
-        assertEquals(SourceVerifier.WINDOW > 16 ? 16 : SourceVerifier.WINDOW, work, "one region per step");
+        // The scan's end (WINDOW / 2 = 16 regions) asks the partner for a force: its answers come once it applied.
+        assertEquals(16 + 1, work, "one region per step, then the ask");
+        assertEquals(group.log().tailLsn(), group.flushWantedLsn(), "the partner was not asked to force the records");
         assertFalse(verifier.isDone(), "results are still out");
         for (int r = 0; r < 16; r++)
         {
@@ -222,6 +224,45 @@ class SourceVerifierTest
         assertEquals(2, ranges.size());
         assertArrayEquals(new long[] {0, 5L * REGION + SUB, 2 * SUB}, ranges.get(0), "adjacent sub-blocks merge");
         assertArrayEquals(new long[] {0, 9L * REGION + 3 * SUB, SUB}, ranges.get(1));
+    }
+
+    /**
+     * The partner compares a region once it applies the record, and applies only what its log made durable: left to
+     * its timed force, a verify got one window of regions answered per flush.interval. The verifier asks for a force
+     * through what it logged every half window, so that the force runs while it logs the other half.
+     */
+    @Test
+    void shouldAskThePartnerToForceEveryHalfWindow() throws IOException
+    {
+        final int half = SourceVerifier.WINDOW / 2;
+        group = TestSourceGroups.openAsync(dir, dir.resolve("volume.img"), 4L * half * REGION, 64L << 20, REGION);
+        final SourceVerifier verifier = new SourceVerifier(group);
+        group.verifier(verifier);
+        final long before = group.log().tailLsn();
+        final List<Long> asked = new ArrayList<>();
+        verifier.start(78);
+        runAndRecordAsks(verifier, asked);
+        assertEquals(before + 2 * half, group.log().tailLsn(), "the window is full");
+        assertEquals(List.of(before + half, before + 2 * half), asked);
+        for (int r = 0; r < half; r++)
+        {
+            verifier.onResult(VerifyResults.header(before + r + 1, 0, (long)r * REGION, 0),
+                VerifyResults.payload(78, 0));
+        }
+        runAndRecordAsks(verifier, asked);
+        assertEquals(List.of(before + half, before + 2 * half, before + 3 * half), asked);
+    }
+
+    private void runAndRecordAsks(final SourceVerifier verifier, final List<Long> asked)
+    {
+        while (verifier.doWork() > 0)
+        {
+            final long wanted = group.flushWantedLsn();
+            if (wanted > 0 && (asked.isEmpty() || asked.get(asked.size() - 1) != wanted))
+            {
+                asked.add(wanted);
+            }
+        }
     }
 
     @Test

@@ -1,0 +1,162 @@
+package io.blockmover.it;
+
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The end of an initial sync, on a partner that forces its log rarely (site-b's {@code flush.interval} is 10 min:
+ * a force is what lets its applier apply, and what tells the source its records are durable). A sync, seeded or
+ * not, must end as soon as everything is sent, the partner's volumes consistent (a failover needs them to be), and
+ * it must end under writes that never pause as well. Before, each waited for the partner's next timed force: the end
+ * of a sync asked for none, a seeded sync's compare waited a force for each window of regions, a source under
+ * writes waited for a moment when the partner had made every write durable, and a partner learnt that its volumes
+ * were consistent only from a heartbeat, which a source sends only after a second with nothing else to send.
+ */
+@Timeout(240)
+class SyncEndIT
+{
+    private static final long SIZE = 16L * MIB;
+    /** Far below the partner's force interval: a force the test sees was asked for. */
+    private static final long WAIT_SECONDS = 60;
+    private static Testbed testbed;
+
+    @BeforeAll
+    static void up()
+    {
+        testbed = Testbed.up("syncend", "--set-b", "flush.interval=10m");
+    }
+
+    @AfterAll
+    static void down()
+    {
+        if (testbed != null)
+        {
+            testbed.close();
+        }
+    }
+
+    @Test
+    void shouldEndANewGroupsInitialSyncWithoutWaitingForTheNextTimedForce() throws Exception
+    {
+        final String name = "fresh";
+        final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), SIZE, 11);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
+        GroupChecks.create(testbed, name, "--mode", "async", "--log-size", "256m", "--volume",
+            source + "=" + destination);
+        awaitConsistent(name);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+    }
+
+    @Test
+    void shouldEndASeededInitialSyncWithoutWaitingForTheNextTimedForce() throws Exception
+    {
+        final String name = "seeded";
+        final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), SIZE, 12);
+        final Path destination = Volumes.random(testbed.dir.resolve(name + "-dst.img"), SIZE, 12);
+        // Two regions differ: the seed's compare resends them.
+        Volumes.patch(destination, 4 * MIB, 4096, (byte)0x5a);
+        Volumes.patch(destination, 13 * MIB + 8192, 512, (byte)0xa5);
+        GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "256m", "--seeded", "--volume",
+            source + "=" + destination);
+        awaitConsistent(name);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+    }
+
+    @Test
+    void shouldEndAnInitialSyncUnderWritesThatNeverPause() throws Exception
+    {
+        final String name = "busy";
+        final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), SIZE, 13);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
+        // The initial sync takes a few seconds (the limit holds back resync, not a sync group's client writes), so
+        // that the writes begin before it ends; they go on, 5 ms apart, until the test has seen the end.
+        testbed.cli("site-a", "peer", "set", "site-b", "--max-rate", "4m").expect(0);
+        Process load = null;
+        try
+        {
+            final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size",
+                "256m", "--volume", source + "=" + destination);
+            load = new ProcessBuilder("fio", "--name=steady", "--ioengine=nbd", "--uri=" + GroupChecks.uri(created, 0),
+                "--rw=randwrite", "--bs=4k", "--rate_iops=200", "--size=16m", "--time_based", "--runtime=300",
+                "--randseed=53").redirectErrorStream(true)
+                .redirectOutput(testbed.dir.resolve(name + "-fio.log").toFile()).start();
+            final Process writes = load;
+            Testbed.await("the writes to begin before the initial sync ends", 30, () ->
+                GroupChecks.number(testbed.group("site-a", name), "writes") > 0);
+            assertTrue("initial-sync".equals(GroupChecks.state(testbed.group("site-a", name))),
+                "the initial sync ended before the writes began; the test tests nothing");
+            awaitConsistent(name);
+            assertTrue(writes.isAlive(), "the writes stopped before the sync's end was seen");
+        }
+        finally
+        {
+            testbed.cli("site-a", "peer", "set", "site-b", "--reset").expect(0);
+            if (load != null)
+            {
+                load.destroy();
+                if (!load.waitFor(60, TimeUnit.SECONDS))
+                {
+                    load.destroyForcibly().waitFor();
+                }
+            }
+        }
+    }
+
+    /**
+     * A resync that outgrew a quarter of the log was partly applied (the partner forces every quarter whatever its
+     * interval): its volumes are then inconsistent until it has applied the rest, which must not wait for the next
+     * timed force.
+     */
+    @Test
+    void shouldMakeThePartnerConsistentAgainAsSoonAsAResyncEnds() throws Exception
+    {
+        final String name = "resync";
+        final long size = 32 * MIB;
+        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), size);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), size);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size", "16m",
+            "--volume", source + "=" + destination);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        testbed.cli("site-a", "group", "suspend", name).expect(0);
+        // More than the 16 MiB log holds: the rest is tracked by the bitmap and resent as regions.
+        Run.of(120, java.util.List.of("fio", "--name=overflow", "--ioengine=nbd", "--uri=" +
+            GroupChecks.uri(created, 0), "--rw=write", "--bs=1m", "--size=24m")).expect(0);
+        final Map<String, Object> suspended = testbed.group("site-a", name);
+        assertTrue(GroupChecks.number(suspended, "dirty_regions") > 0, "the log did not overflow: " + suspended);
+        testbed.cli("site-a", "group", "resume", name).expect(0);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        final Map<String, Object> after = testbed.group("site-b", name);
+        assertTrue(Boolean.TRUE.equals(after.get("consistent")), after.toString());
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
+    }
+
+    private static void awaitConsistent(final String name)
+    {
+        final Object[] last = new Object[2];
+        try
+        {
+            Testbed.await("group " + name + " replicating, site-b consistent", WAIT_SECONDS, () ->
+            {
+                last[0] = testbed.group("site-a", name);
+                last[1] = testbed.group("site-b", name);
+                return "replicating".equals(GroupChecks.state((Map<String, Object>)last[0])) &&
+                    Boolean.TRUE.equals(((Map<?, ?>)last[1]).get("consistent"));
+            });
+        }
+        catch (final AssertionError ex)
+        {
+            throw new AssertionError(ex.getMessage() + "\nsource: " + last[0] + "\ndestination: " + last[1], ex);
+        }
+    }
+}
