@@ -368,6 +368,13 @@ final class GroupCommand implements Callable<Integer>
                 {
                     System.out.println("  " + behindLine(String.valueOf(g.get("peer")), report));
                 }
+                if (g.get("failover_pending") instanceof Map<?, ?> failover)
+                {
+                    System.out.printf(Locale.ROOT, "  failover requested %.1f s ago: applying the log first " +
+                        "(LSN %s of %s), then this host becomes the source%n",
+                        ((Number)failover.get("waiting_s")).doubleValue(), failover.get("applied_lsn"),
+                        failover.get("held_lsn"));
+                }
             }
             printDiskFailures(g);
             if (g.get("verify") instanceof Map<?, ?> verify)

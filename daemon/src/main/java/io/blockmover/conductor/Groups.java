@@ -345,13 +345,34 @@ final class Groups implements AutoCloseable
         }
         for (final DestinationGroupHandle handle : destinations.values())
         {
-            all.add(handle.status());
+            all.add(destinationStatus(handle));
         }
         for (final SourceGroupHandle handle : pending)
         {
             all.add(handle.creatingStatus());
         }
         return all;
+    }
+
+    /**
+     * A destination's status, with the failover waiting on it if there is one: otherwise only the requester's
+     * progress line and the log said that this host was about to become the source.
+     */
+    private Map<String, Object> destinationStatus(final DestinationGroupHandle destination)
+    {
+        final Map<String, Object> status = destination.status();
+        for (final PendingFailover failover : failovers)
+        {
+            if (failover.name.equals(destination.config.name))
+            {
+                final Map<String, Object> f = new LinkedHashMap<>();
+                f.put("waiting_s", (conductor.clock().nanoTime() - failover.requestedNs) / 1e9);
+                f.put("applied_lsn", destination.appliedLsn());
+                f.put("held_lsn", destination.heldLsn());
+                status.put("failover_pending", f);
+            }
+        }
+        return status;
     }
 
     private Map<String, Object> status(final String name)
@@ -371,7 +392,7 @@ final class Groups implements AutoCloseable
         final DestinationGroupHandle destination = destinations.get(name);
         if (destination != null)
         {
-            return destination.status();
+            return destinationStatus(destination);
         }
         throw noSuchGroup(name);
     }
@@ -1542,6 +1563,7 @@ final class Groups implements AutoCloseable
         private final Object id;
         private final String name;
         private final boolean allowInconsistent;
+        private final long requestedNs;
         private long appliedLsn;
         private long deadlineNs;
 
@@ -1553,6 +1575,7 @@ final class Groups implements AutoCloseable
             this.name = name;
             this.allowInconsistent = allowInconsistent;
             this.appliedLsn = appliedLsn;
+            this.requestedNs = nowNs;
             this.deadlineNs = nowNs + FAILOVER_STALL_NS;
         }
 
