@@ -84,6 +84,8 @@ final class SourceGroupHandle
     private long ackedAtLink;
     // The published LSN once nothing was left to send in the initial sync, or -1 (see checkInitialSyncEnd).
     private long syncEndLsn = -1;
+    // The last LSN a draining switch asked the partner to force (see askForTheSwitchsForce).
+    private long switchForceAskedLsn;
     private String resyncFailureLogged;
     private long recordsMendedLogged;
     private String activityFailureLogged;
@@ -1065,6 +1067,24 @@ final class SourceGroupHandle
     }
 
     /**
+     * Writes are refused while a switch drains: once nothing is dirty and none is in flight, what the log holds is
+     * all the partner must make durable, and it is asked to force that far at once. Left to its flush.interval, the
+     * drain waited for the partner's next timed force, and one of 30 s or more made every switch give up.
+     */
+    private void askForTheSwitchsForce()
+    {
+        if (group.dirtyRegions() == 0 && !group.hasWritesInFlight())
+        {
+            final long last = group.publishedLsn(); // Read after the dirty count, as the shipper reads them.
+            if (last > switchForceAskedLsn)
+            {
+                switchForceAskedLsn = last;
+                group.askPartnerToForce(last);
+            }
+        }
+    }
+
+    /**
      * @return how long a switch waits without progress before it gives up: six connect timeouts, 30 s by default.
      */
     private long switchStallNs()
@@ -1093,7 +1113,8 @@ final class SourceGroupHandle
         {
             abortSwitch(ErrorCode.PEER_UNREACHABLE, "the switch made no progress for " +
                 TimeUnit.NANOSECONDS.toSeconds(switchStallNs()) + " s (" + (switchDialer == null ? config.peer +
-                " acknowledged nothing more, " + io.blockmover.cli.Format.bytes(group.rpoBytes()) + " still to send" :
+                " acknowledged nothing more, " + io.blockmover.cli.Format.bytes(group.rpoBytes()) + " not yet " +
+                "durable there" :
                 config.peer + " did not answer, or applied nothing more of its log") + ")");
             return 1;
         }
@@ -1105,6 +1126,7 @@ final class SourceGroupHandle
                 abortSwitch(ErrorCode.PEER_UNREACHABLE, "the link to " + config.peer + " broke while draining");
                 return 1;
             }
+            askForTheSwitchsForce();
             if (!group.isInSync() || group.hasWritesInFlight() || nowNs < switchRetryNs)
             {
                 return 0;

@@ -13,13 +13,14 @@ import static io.blockmover.it.Volumes.MIB;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The end of an initial sync, on a partner that forces its log rarely (site-b's {@code flush.interval} is 10 min:
- * a force is what lets its applier apply, and what tells the source its records are durable). A sync, seeded or
- * not, must end as soon as everything is sent, the partner's volumes consistent (a failover needs them to be), and
- * it must end under writes that never pause as well. Before, each waited for the partner's next timed force: the end
- * of a sync asked for none, a seeded sync's compare waited a force for each window of regions, a source under
- * writes waited for a moment when the partner had made every write durable, and a partner learnt that its volumes
- * were consistent only from a heartbeat, which a source sends only after a second with nothing else to send.
+ * The end of an initial sync, a resync and a switch's drain, on a partner that forces its log rarely (site-b's
+ * {@code flush.interval} is 10 min: a force is what lets its applier apply, and what tells the source its records
+ * are durable). A sync, seeded or not, must end as soon as everything is sent, the partner's volumes consistent (a
+ * failover needs them to be), and it must end under writes that never pause as well; a switch must not give up.
+ * Before, each waited for the partner's next timed force: the end of a sync asked for none, a seeded sync's compare
+ * waited a force for each window of regions, a source under writes waited for a moment when the partner had made
+ * every write durable, a partner learnt that its volumes were consistent only from a heartbeat, which a source
+ * sends only after a second with nothing else to send, and a switch's drain asked for no force either.
  */
 @Timeout(240)
 class SyncEndIT
@@ -139,6 +140,26 @@ class SyncEndIT
         final Map<String, Object> after = testbed.group("site-b", name);
         assertTrue(Boolean.TRUE.equals(after.get("consistent")), after.toString());
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, size);
+    }
+
+    /**
+     * A planned switch drains the source until the partner holds every write durably: it must ask for that force,
+     * or it waits for the partner's next timed one, and gives up after 30 s without progress.
+     */
+    @Test
+    void shouldSwitchRolesWithoutWaitingForThePartnersTimedForce() throws Exception
+    {
+        final String name = "switch";
+        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), SIZE);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
+            "256m", "--volume", source + "=" + destination);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        Run.of(120, java.util.List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c",
+            "write -P 0x3c 1M 4M")).expect(0);
+        final Run switched = testbed.cli("site-a", "group", "switch", name).expect(0);
+        assertTrue(switched.stdout().contains("is now destination here"), switched.toString());
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
     }
 
     private static void awaitConsistent(final String name)
