@@ -89,7 +89,9 @@ public final class Configuration
         define(GROUP_LOG_UNCLAIMED_KEEP, "1m", "a destination deletes the log it wrote for a new group once the " +
             "source stopped asking for it this long: its create was cancelled or failed there (while a create " +
             "runs, the source asks four times a second)");
-        define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first");
+        define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first; a " +
+            "group's destination also forces its log when the source asks (a client's FLUSH, the end of a sync, a " +
+            "switch's drain, a verify's window)");
         define(METRICS_LISTEN, "", "loopback address:port of an HTTP endpoint serving /metrics in the Prometheus " +
             "format, e.g. 127.0.0.1:9477 (empty: none; loopback only, it has no authentication)");
         define(LOG_LEVEL, "INFO", "least severe log messages written: DEBUG, INFO, WARNING or ERROR");
