@@ -80,9 +80,10 @@ class SyncEndIT
         final String name = "busy";
         final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), SIZE, 13);
         final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
-        // The initial sync takes a few seconds (the limit holds back resync, not a sync group's client writes), so
-        // that the writes begin before it ends; they go on, 5 ms apart, until the test has seen the end.
-        testbed.cli("site-a", "peer", "set", "site-b", "--max-rate", "4m").expect(0);
+        // The initial sync takes about 8 s (the limit holds back resync, not a sync group's client writes), so that
+        // the writes begin before it ends, even where fio is slow to start; they go on, 5 ms apart, until the test
+        // has seen the end.
+        testbed.cli("site-a", "peer", "set", "site-b", "--max-rate", "2m").expect(0);
         Process load = null;
         try
         {
