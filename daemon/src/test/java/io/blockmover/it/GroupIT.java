@@ -488,28 +488,16 @@ class GroupIT
             Testbed.await("site-b's log to take the new size", 120, () -> testbed.log("site-b").contains(moved) ||
                 !load.isAlive(), () -> testbed.logTail("site-b", 20));
             assertTrue(load.isAlive(), "moved only once the writes had stopped:\n" + testbed.logTail("site-b", 20));
-            stop(load);
+            Run.stop(load);
             awaitReplicated(testbed, name, 120);
             GroupChecks.assertSameVolumes(sources, destinations, size);
         }
         finally
         {
-            stop(load);
+            Run.stop(load);
             GroupChecks.delete(testbed, name);
             Files.deleteIfExists(sources[0]);
             Files.deleteIfExists(destinations[0]);
-        }
-    }
-
-    /**
-     * Ends a tool run in the background (SIGTERM: fio stops its jobs and exits), and waits for it to be gone.
-     */
-    private static void stop(final Process process) throws InterruptedException
-    {
-        process.destroy();
-        if (!process.waitFor(60, TimeUnit.SECONDS))
-        {
-            process.destroyForcibly().waitFor();
         }
     }
 

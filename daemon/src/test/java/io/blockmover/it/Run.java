@@ -18,6 +18,18 @@ record Run(int exitCode, String stdout, String stderr)
 {
     static final Path ROOT = Path.of(System.getProperty("blockmover.root", "..")).toAbsolutePath().normalize();
 
+    /**
+     * Ends a tool run in the background (SIGTERM: fio stops its jobs and exits), and waits for it to be gone.
+     */
+    static void stop(final Process process) throws InterruptedException
+    {
+        process.destroy();
+        if (!process.waitFor(60, TimeUnit.SECONDS))
+        {
+            process.destroyForcibly().waitFor();
+        }
+    }
+
     static Run of(final long timeoutSeconds, final List<String> command)
     {
         try

@@ -1,8 +1,9 @@
 package io.blockmover.it;
 
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -51,11 +52,7 @@ class SyncEndIT
         final String name = "fresh";
         final Path source = Volumes.random(testbed.dir.resolve(name + "-src.img"), SIZE, 11);
         final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
-        GroupChecks.create(testbed, name, "--mode", "async", "--log-size", "256m", "--volume",
-            source + "=" + destination);
-        awaitConsistent(name);
-        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
-        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+        createAndAwaitTheEnd(name, source, destination, "--mode", "async");
     }
 
     @Test
@@ -67,8 +64,19 @@ class SyncEndIT
         // Two regions differ: the seed's compare resends them.
         Volumes.patch(destination, 4 * MIB, 4096, (byte)0x5a);
         Volumes.patch(destination, 13 * MIB + 8192, 512, (byte)0xa5);
-        GroupChecks.create(testbed, name, "--mode", "sync", "--log-size", "256m", "--seeded", "--volume",
-            source + "=" + destination);
+        createAndAwaitTheEnd(name, source, destination, "--mode", "sync", "--seeded");
+    }
+
+    /**
+     * Creates the group and waits for its initial sync's end: the source replicating, the partner consistent and
+     * holding durably and applied everything, both volumes equal.
+     */
+    private static void createAndAwaitTheEnd(final String name, final Path source, final Path destination,
+        final String... options) throws Exception
+    {
+        final List<String> create = new ArrayList<>(List.of(options));
+        create.addAll(List.of("--log-size", "256m", "--volume", source + "=" + destination));
+        GroupChecks.create(testbed, name, create.toArray(new String[0]));
         awaitConsistent(name);
         GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
@@ -106,11 +114,7 @@ class SyncEndIT
             testbed.cli("site-a", "peer", "set", "site-b", "--reset").expect(0);
             if (load != null)
             {
-                load.destroy();
-                if (!load.waitFor(60, TimeUnit.SECONDS))
-                {
-                    load.destroyForcibly().waitFor();
-                }
+                Run.stop(load);
             }
         }
     }
@@ -132,7 +136,7 @@ class SyncEndIT
         GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
         testbed.cli("site-a", "group", "suspend", name).expect(0);
         // More than the 16 MiB log holds: the rest is tracked by the bitmap and resent as regions.
-        Run.of(120, java.util.List.of("fio", "--name=overflow", "--ioengine=nbd", "--uri=" +
+        Run.of(120, List.of("fio", "--name=overflow", "--ioengine=nbd", "--uri=" +
             GroupChecks.uri(created, 0), "--rw=write", "--bs=1m", "--size=24m")).expect(0);
         final Map<String, Object> suspended = testbed.group("site-a", name);
         assertTrue(GroupChecks.number(suspended, "dirty_regions") > 0, "the log did not overflow: " + suspended);
@@ -156,7 +160,7 @@ class SyncEndIT
         final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
             "256m", "--volume", source + "=" + destination);
         GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
-        Run.of(120, java.util.List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c",
+        Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c",
             "write -P 0x3c 1M 4M")).expect(0);
         final Run switched = testbed.cli("site-a", "group", "switch", name).expect(0);
         assertTrue(switched.stdout().contains("is now destination here"), switched.toString());
