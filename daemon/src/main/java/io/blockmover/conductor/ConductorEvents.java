@@ -137,6 +137,17 @@ final class ConductorEvents
             {
                 attrs.put("log_resize_error", group.get("log_resize_error"));
             }
+            if (group.get("consistent") instanceof Boolean consistent)
+            {
+                // A destination: whether a failover to it would be safe. A cluster manager waits for this event
+                // instead of polling status (it turns no at a resync's first write, yes at its end).
+                attrs.put("consistent", consistent ? "yes" : "no");
+            }
+            if (group.get("failover_pending") != null)
+            {
+                // Only while it lasts: a failover waiting for this destination to apply its log.
+                attrs.put("failover", "pending");
+            }
             if (Boolean.TRUE.equals(group.get("partner_apply_failing")))
             {
                 // Only while it lasts: its removal is the recovery event.

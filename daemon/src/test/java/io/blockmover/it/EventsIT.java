@@ -86,7 +86,8 @@ class EventsIT
             events.add(JSON.std.mapFrom(line));
         }
         assertTrue(events.stream().anyMatch((e) -> "group".equals(e.get("type")) && "ev".equals(e.get("name")) &&
-            "destination".equals(e.get("role")) && "receiving".equals(e.get("state"))), json.stdout());
+            "destination".equals(e.get("role")) && "receiving".equals(e.get("state")) &&
+            "yes".equals(e.get("consistent"))), json.stdout());
         assertTrue(events.stream().allMatch((e) -> String.valueOf(e.get("time")).matches("\\d{4}-\\d\\d-\\d\\dT.*")),
             json.stdout());
         assertEquals("-", events.get(events.size() - 1).get("type"));
