@@ -84,8 +84,6 @@ final class SourceGroupHandle
     private long ackedAtLink;
     // The published LSN once nothing was left to send in the initial sync, or -1 (see checkInitialSyncEnd).
     private long syncEndLsn = -1;
-    // The last LSN a draining switch asked the partner to force (see askForTheSwitchsForce).
-    private long switchForceAskedLsn;
     private String resyncFailureLogged;
     private long recordsMendedLogged;
     private String activityFailureLogged;
@@ -1075,12 +1073,7 @@ final class SourceGroupHandle
     {
         if (group.dirtyRegions() == 0 && !group.hasWritesInFlight())
         {
-            final long last = group.publishedLsn(); // Read after the dirty count, as the shipper reads them.
-            if (last > switchForceAskedLsn)
-            {
-                switchForceAskedLsn = last;
-                group.askPartnerToForce(last);
-            }
+            group.askPartnerToForce(group.publishedLsn()); // Read after the dirty count, as the shipper reads them.
         }
     }
 

@@ -552,9 +552,7 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                 {
                     restartLsn = sendCursor.lsn();
                 }
-                // Read in the heartbeat's order (see below): nothing to resync, then this the last record.
-                final int consistency = group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN :
-                    group.publishedLsn() == sendCursor.lsn() ? GroupReceiver.RECORD_CLEAN : 0;
+                final int consistency = consistencyAt(sendCursor.lsn());
                 sendHeader.reset(FrameType.RECORD)
                     .sessionId(sessionId)
                     .volumeId(sendCursor.volume())
@@ -572,10 +570,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
             }
             else if (nowNs - lastSendNs > heartbeatIntervalNs)
             {
-                // Tells the destination whether its volumes are a consistent prefix through sentLsn: nothing left
-                // to resync or to compare (seeded), checked before reading the published LSN, so a resync record
-                // appended meanwhile (its bit already clear) is never counted as sent.
-                final boolean clean = !group.mayDifferBeyondLog() && group.publishedLsn() == sentLsn;
+                // Tells the destination whether its volumes are a consistent prefix through sentLsn.
+                final boolean clean = consistencyAt(sentLsn) == GroupReceiver.RECORD_CLEAN;
                 sendHeader.reset(FrameType.HEARTBEAT).sessionId(sessionId).sequence(sentLsn)
                     .aux(clean ? GroupReceiver.HEARTBEAT_CLEAN : 0).seal();
                 connection.startSend(sendHeader, null);
@@ -589,6 +585,19 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         }
         connection.uncork();
         return work;
+    }
+
+    /**
+     * What this source says of the partner's volumes through {@code lsn}, on a record or a heartbeat: a consistent
+     * prefix ({@link GroupReceiver#RECORD_CLEAN}) when nothing is left to resync or to compare (seeded) and
+     * {@code lsn} is the last record; not one ({@link GroupReceiver#RECORD_UNCLEAN}) while something is; otherwise
+     * nothing. Nothing to resync is checked before the published LSN is read, so a resync record appended meanwhile
+     * (its bit already clear) is never counted as sent.
+     */
+    private int consistencyAt(final long lsn)
+    {
+        return group.mayDifferBeyondLog() ? GroupReceiver.RECORD_UNCLEAN :
+            group.publishedLsn() == lsn ? GroupReceiver.RECORD_CLEAN : 0;
     }
 
     /**

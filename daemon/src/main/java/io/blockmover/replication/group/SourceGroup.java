@@ -868,7 +868,7 @@ public final class SourceGroup implements AutoCloseable
         if (remote && !partnerForcesUnasked)
         {
             // The first FLUSH after a while without one: ask now, so that the partner's force runs beside ours.
-            requestDurable(lsn);
+            askPartnerToForce(lsn);
         }
         // Async, or the partner is away: the source log itself must survive a crash of this host. Where the
         // volume's device flush reaches the log's disk, the log's pages are written out first and that one flush
@@ -897,7 +897,7 @@ public final class SourceGroup implements AutoCloseable
             // While clients flush, the partner of a sync group forces on its own after every batch (GroupReceiver),
             // so its DURABLE is usually here by the time our own force is done: asking costs a wake-up of the
             // shipper and a frame each way, so ask only when it has not come.
-            requestDurable(lsn);
+            askPartnerToForce(lsn);
         }
         if (remote && awaitPartner(lsn, true))
         {
@@ -1078,24 +1078,22 @@ public final class SourceGroup implements AutoCloseable
     }
 
     /**
-     * Asks the partner to force its log through {@code lsn} now, not at its next flush.interval: for a source
-     * waiting on something only that force gives (the end of an initial sync, a verify's answers). Any thread.
+     * Asks the partner to force its log through {@code lsn} now, not at its next flush.interval: for a client's
+     * FLUSH, or a source waiting on something only that force gives (the end of an initial sync, a switch's drain, a
+     * verify's answers). Asking again for what was asked already does nothing: the shipper was woken then, and
+     * sends the request once it has sent that far. Any thread.
      *
      * @param lsn the last LSN to make durable.
      */
     public void askPartnerToForce(final long lsn)
     {
-        requestDurable(lsn);
-    }
-
-    private void requestDurable(final long lsn)
-    {
         synchronized (progress)
         {
-            if (lsn > flushWantedLsn)
+            if (lsn <= flushWantedLsn)
             {
-                flushWantedLsn = lsn;
+                return;
             }
+            flushWantedLsn = lsn;
         }
         shipperWakeup.run();
     }
