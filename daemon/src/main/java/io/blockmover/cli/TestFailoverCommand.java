@@ -22,10 +22,11 @@ import picocli.CommandLine.Parameters;
         "",
         "Storage Replica calls this Mount-SRDestination.",
         "",
-        "'mount' exposes each volume of the group as it is at that moment (a",
-        "crash-consistent image of the source at the last applied write) as a",
-        "writable NBD export GROUP-test/VOLUME on this host's NBD server: boot a VM",
-        "or mount a file system from it and test the application. Replication goes",
+        "'mount' exposes each volume of the group with every write this host held",
+        "at that moment (a crash-consistent image of the source, what a failover",
+        "then would give) as a writable NBD export GROUP-test/VOLUME on this host's",
+        "NBD server: boot a VM or mount a file system from it and test the",
+        "application. Replication goes",
         "on underneath: the destination volumes keep being updated, and the old",
         "contents they overwrite are kept for the view in the group's state",
         "directory (leave room there). Writes to the view go to an overlay and",
@@ -52,12 +53,14 @@ final class TestFailoverCommand implements Callable<Integer>
         description = {
             "Serve writable point-in-time views of a destination group's volumes.",
             "",
-            "Freezes a writable view of every volume of group NAME at the",
-            "destination's current consistent point and serves it as NBD exports on",
-            "this host; prints each view's NBD URI. Refused on the source, when the",
-            "group is mounted already, and while the destination is not consistent",
-            "(initial sync or resync running: wait until the source's 'group status'",
-            "says replicating)."})
+            "Freezes a writable view of every volume of group NAME holding every",
+            "write this host held when asked, and serves it as NBD exports on this",
+            "host; prints each view's NBD URI. The destination's log is forced and",
+            "applied through that point first: at once unless its applier is behind",
+            "(then 'group status' shows the mount waiting, and 'dismount' cancels it).",
+            "Refused on the source, when the group is mounted already, and while the",
+            "destination is not consistent (initial sync or resync running: wait",
+            "until the source's 'group status' says replicating)."})
     static final class Mount extends BlockmoverCli.Common implements Callable<Integer>
     {
         @Parameters(index = "0", paramLabel = "NAME", description = "the group (a destination on this host)")
@@ -138,6 +141,11 @@ final class TestFailoverCommand implements Callable<Integer>
                     v.get("nbd_uri"), Format.bytes(((Number)v.get("preserved_bytes")).longValue()),
                     Format.bytes(((Number)v.get("written_bytes")).longValue()));
             }
+        }
+        else if (g.get("test_mount_pending") instanceof Map<?, ?> p)
+        {
+            System.out.printf(Locale.ROOT, "  test mount requested %.1f s ago: applying the log first (LSN %s of " +
+                "%s)%n", ((Number)p.get("waiting_s")).doubleValue(), p.get("applied_lsn"), p.get("from_lsn"));
         }
         else if (g.get("test_mount_error") != null)
         {

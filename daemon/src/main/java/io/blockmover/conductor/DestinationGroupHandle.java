@@ -13,6 +13,7 @@ import org.agrona.concurrent.AgentRunner;
 import io.blockmover.BlockmoverException;
 import io.blockmover.ErrorCode;
 import io.blockmover.cnc.SystemCounter;
+import io.blockmover.control.ControlServer;
 import io.blockmover.frontend.nbd.ExportRegistry;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.group.DestinationGroup;
@@ -59,6 +60,9 @@ final class DestinationGroupHandle
     private long linkedSinceMs;
     private TestMount testMount;
     private String testMountError;
+    // Who asked for a test mount not yet served (TestMount.isMounted), answered when it is.
+    private ControlServer.Client testMountClient;
+    private Object testMountId;
     private final RpoTarget rpoTarget = new RpoTarget();
     /** When the last session from the source ended (0: none yet): how long a failover has been waiting. */
     private long unlinkedSinceMs;
@@ -314,7 +318,11 @@ final class DestinationGroupHandle
 
     int doWork(final long nowNs)
     {
-        if (testMount != null && testMount.failure() != null)
+        if (finishTestMount(nowNs))
+        {
+            return 1;
+        }
+        if (testMount != null && testMount.isMounted() && testMount.failure() != null)
         {
             testMountError = testMount.failure();
             conductor.error("group " + config.name + ": test mount failed and was dismounted (replication goes " +
@@ -761,12 +769,16 @@ final class DestinationGroupHandle
     }
 
     /**
-     * Mounts a test failover: writable views of the volumes at the LSN applied now, served over NBD.
+     * Mounts a test failover: writable views of the volumes holding everything this side holds now, served over
+     * NBD. Answered once the applier has applied that far (at once, unless the log holds a backlog): its log is
+     * forced first, as the applier applies only what is durable there; the receiver forces it only every
+     * flush.interval, or when the source asks.
      *
      * @param exports the NBD server's exports.
-     * @return the group's status, with the mount.
+     * @param client  who asks: answered with the group's status, the mount in it, or with why not.
+     * @param id      the request's id.
      */
-    Map<String, Object> testMount(final ExportRegistry exports)
+    void testMount(final ExportRegistry exports, final ControlServer.Client client, final Object id)
     {
         if (group == null)
         {
@@ -776,19 +788,80 @@ final class DestinationGroupHandle
         if (testMount != null)
         {
             throw new BlockmoverException(ErrorCode.INVALID_STATE, "group " + config.name + " is test-mounted " +
-                "already (LSN " + testMount.lsn() + "): use its exports, or 'blockmover group test-failover " +
-                "dismount " + config.name + "' first");
+                "already (" + (testMount.isMounted() ? "LSN " + testMount.lsn() + "): use its exports, or " :
+                "waiting for its applier to reach LSN " + testMount.fromLsn() + "): wait for it, or ") +
+                "'blockmover group test-failover dismount " + config.name + "' first");
         }
         if (conductor.groups().nbdUri("") == null)
         {
             throw new BlockmoverException(ErrorCode.CONFIG_INVALID, "this host has no NBD server to serve the test " +
                 "views: set nbd.socket or nbd.listen in blockmoverd.conf and restart");
         }
-        testMount = TestMount.mount(config, group, store.dir(config.name), exports, conductor.ctx().nodeName());
+        // Read before the force: every record it covers is durable after it.
+        final long fromLsn = heldLsn();
+        group.forceLog();
+        final long nowNs = conductor.clock().nanoTime();
+        testMount = TestMount.begin(config, group, store.dir(config.name), exports, conductor.ctx().nodeName(),
+            fromLsn, nowNs);
         testMountError = null;
+        testMountClient = client;
+        testMountId = id;
+        if (!finishTestMount(nowNs) && group.appliedLsn() < fromLsn)
+        {
+            conductor.log("group " + config.name + ": test failover waits for the log to be applied (LSN " +
+                group.appliedLsn() + " of " + fromLsn + ")");
+        }
+    }
+
+    /**
+     * Serves a test mount once the applier has reached its LSN, and answers whoever asked for it.
+     *
+     * @return whether a waiting mount was answered.
+     */
+    private boolean finishTestMount(final long nowNs)
+    {
+        if (testMount == null || testMount.isMounted())
+        {
+            return false;
+        }
+        final ControlServer.Client client = testMountClient;
+        final Object id = testMountId;
+        try
+        {
+            if (!testMount.tryFinish(nowNs, conductor.ctx().nodeName()))
+            {
+                return false;
+            }
+        }
+        catch (final BlockmoverException ex)
+        {
+            // tryFinish gave the mount up.
+            testMount = null;
+            testMountClient = null;
+            testMountId = null;
+            conductor.log("group " + config.name + ": test failover not mounted: " + ex.getMessage());
+            client.error(id, ex.code(), ex.getMessage());
+            return true;
+        }
+        testMountClient = null;
+        testMountId = null;
         conductor.log("group " + config.name + ": test failover mounted at LSN " + testMount.lsn() +
             " (replication goes on underneath)");
-        return status();
+        client.reply(id, status());
+        return true;
+    }
+
+    /**
+     * Gives up a test mount not yet served, answering whoever asked for it.
+     */
+    private void cancelTestMount(final String why)
+    {
+        testMount.dismount();
+        testMount = null;
+        testMountClient.error(testMountId, ErrorCode.INVALID_STATE, "test mount of group " + config.name +
+            " not done: " + why);
+        testMountClient = null;
+        testMountId = null;
     }
 
     /**
@@ -804,6 +877,12 @@ final class DestinationGroupHandle
                 (testMountError != null ? " (the last one failed: " + testMountError + ")" : "") +
                 ": mount one with 'blockmover group test-failover mount " + config.name + "'");
         }
+        if (!testMount.isMounted())
+        {
+            cancelTestMount("dismounted before its applier reached LSN " + testMount.fromLsn());
+            conductor.log("group " + config.name + ": test failover cancelled before it was mounted");
+            return status();
+        }
         testMount.dismount();
         testMount = null;
         conductor.log("group " + config.name + ": test failover dismounted, its writes discarded");
@@ -812,6 +891,11 @@ final class DestinationGroupHandle
 
     void close()
     {
+        if (testMount != null && !testMount.isMounted())
+        {
+            cancelTestMount("the group closed while its applier applied the log (see 'blockmover group status " +
+                config.name + "' and the daemon's log)");
+        }
         if (testMount != null)
         {
             testMount.dismount();
@@ -934,7 +1018,11 @@ final class DestinationGroupHandle
         {
             s.put("log_resize_error", logResizeError);
         }
-        if (testMount != null)
+        if (testMount != null && !testMount.isMounted())
+        {
+            s.put("test_mount_pending", testMount.pendingStatus(conductor.clock().nanoTime()));
+        }
+        else if (testMount != null)
         {
             s.put("test_mount", testMount.status(conductor.groups()));
         }

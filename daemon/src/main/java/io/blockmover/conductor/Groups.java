@@ -316,8 +316,8 @@ final class Groups implements AutoCloseable
             case "group-set" -> client.reply(id, set(name(args), args));
             case "group-verify", "group-verify-status", "group-verify-schedule" ->
                 verifies.onRequest(client, id, op, args, name(args));
-            case "group-test-mount" -> client.reply(id, testFailover(name(args), true));
-            case "group-test-dismount" -> client.reply(id, testFailover(name(args), false));
+            case "group-test-mount" -> testFailover(name(args), true).testMount(exports, client, id);
+            case "group-test-dismount" -> client.reply(id, testFailover(name(args), false).testDismount());
             default ->
             {
                 return false;
@@ -952,7 +952,10 @@ final class Groups implements AutoCloseable
                 ", though as a sync source it had acknowledged none of them to a client" : "");
     }
 
-    private Map<String, Object> testFailover(final String name, final boolean mount)
+    /**
+     * @return the destination of a test failover's mount or dismount, opened for a mount.
+     */
+    private DestinationGroupHandle testFailover(final String name, final boolean mount)
     {
         final DestinationGroupHandle destination = destinations.get(name);
         if (destination == null)
@@ -969,7 +972,7 @@ final class Groups implements AutoCloseable
         {
             reopen(destination);
         }
-        return mount ? destination.testMount(exports) : destination.testDismount();
+        return destination;
     }
 
     private static List<GroupConfig.VolumePair> swap(final List<GroupConfig.VolumePair> pairs)

@@ -22,8 +22,11 @@ import io.blockmover.replication.snapshot.GroupSnapshot;
 
 /**
  * A test failover of a destination group (Storage Replica's Mount-SRDestination): one writable copy-on-write view
- * per volume, frozen at the LSN the applier had reached when it armed the views, served as the NBD exports
- * GROUP-test/SUFFIX while replication goes on underneath. Dismounting throws the views' writes away.
+ * per volume, served as the NBD exports GROUP-test/SUFFIX while replication goes on underneath. Dismounting
+ * throws the views' writes away. The views are frozen between two records once the applier has applied through
+ * what this side held when the mount was asked for, its log forced first: what a failover at that moment would
+ * give. Freezing at whatever was applied gave, on a partner with a long flush.interval, a view minutes behind
+ * writes the source had acknowledged as written here (a sync write is acknowledged once it is in the log).
  * <p>
  * The views live in GROUP_STATE_DIR/test-mount/ and do not survive a restart of the daemon: the copy-before-write
  * store is not made durable (that would cost the applier a flush per grain), so at start-up a leftover directory
@@ -36,7 +39,9 @@ final class TestMount
     static final String DIR_NAME = "test-mount";
     static final String EXPORT_SUFFIX = "-test";
 
-    private static final long ARM_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
+    /** A mount waiting for the applier gives up once it applied nothing for this long (as a failover does). */
+    static final long STALL_NS = TimeUnit.SECONDS.toNanos(30);
+    private static final long DISARM_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
 
     private final GroupConfig config;
     private final DestinationGroup group;
@@ -44,31 +49,43 @@ final class TestMount
     private final ExportRegistry exports;
     private final Path dir;
     private final List<String> exportNames = new ArrayList<>();
-    private final long lsn;
-    private final long mountedAtMs;
+    private final long fromLsn;
+    private final long requestedNs;
+    private long progressLsn;
+    private long stallDeadlineNs;
+    private boolean mounted;
+    private long lsn = -1;
+    private long mountedAtMs;
 
     private TestMount(final GroupConfig config, final DestinationGroup group, final GroupSnapshot snapshot,
-        final ExportRegistry exports, final Path dir, final long lsn)
+        final ExportRegistry exports, final Path dir, final long fromLsn, final long nowNs)
     {
         this.config = config;
         this.group = group;
         this.snapshot = snapshot;
         this.exports = exports;
         this.dir = dir;
-        this.lsn = lsn;
-        this.mountedAtMs = System.currentTimeMillis();
+        this.fromLsn = fromLsn;
+        this.requestedNs = nowNs;
+        this.progressLsn = group.appliedLsn();
+        this.stallDeadlineNs = nowNs + STALL_NS;
     }
 
     /**
+     * Starts a mount: creates the views and asks the applier to freeze them once it has applied through
+     * {@code fromLsn}; {@link #tryFinish} serves them once it has.
+     *
      * @param config   the group.
      * @param group    its open destination side.
      * @param groupDir its state directory.
      * @param exports  the NBD server's exports.
      * @param node     this host's name, for messages.
-     * @return the mount, its exports served.
+     * @param fromLsn  the LSN the views must hold at least: what this side held when asked, its log forced.
+     * @param nowNs    now.
+     * @return the mount, not yet served.
      */
-    static TestMount mount(final GroupConfig config, final DestinationGroup group, final Path groupDir,
-        final ExportRegistry exports, final String node)
+    static TestMount begin(final GroupConfig config, final DestinationGroup group, final Path groupDir,
+        final ExportRegistry exports, final String node, final long fromLsn, final long nowNs)
     {
         if (!group.isConsistent())
         {
@@ -96,44 +113,92 @@ final class TestMount
             throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot create the test views of group " + config.name +
                 " in " + dir + ": " + ex.getMessage(), ex);
         }
-        // Freeze: the applier arms the views between two records; from then on it preserves before it writes.
-        group.requestHook(snapshot);
-        if (!awaitArmed(group, snapshot))
+        // Freeze: the applier arms the views between two records, once through fromLsn; from then on it preserves
+        // before it writes.
+        group.requestHook(snapshot, fromLsn);
+        return new TestMount(config, group, snapshot, exports, dir, fromLsn, nowNs);
+    }
+
+    /**
+     * Serves the views once the applier has frozen them. Until then, gives up if it applies nothing for
+     * {@link #STALL_NS}: a hung or failing volume, which 'group status' names.
+     *
+     * @param nowNs now.
+     * @param node  this host's name, for messages.
+     * @return whether the views are served now; false while the applier has not reached the LSN asked for.
+     * @throws BlockmoverException when the mount cannot be made; it is abandoned then, its files removed.
+     */
+    boolean tryFinish(final long nowNs, final String node)
+    {
+        if (mounted)
         {
-            group.requestHook(null);
-            awaitArmed(group, null);
-            snapshot.close();
-            removeQuietly(dir);
-            throw new BlockmoverException(ErrorCode.BUSY, "the applier of group " + config.name + " did not take " +
-                "the test mount within " + TimeUnit.NANOSECONDS.toSeconds(ARM_TIMEOUT_NS) + " s: retry");
+            return true;
         }
-        final long frozenLsn = group.armedLsn();
+        if (group.armedHook() != snapshot)
+        {
+            final long applied = group.appliedLsn();
+            if (applied > progressLsn)
+            {
+                progressLsn = applied;
+                stallDeadlineNs = nowNs + STALL_NS;
+                return false;
+            }
+            if (nowNs - stallDeadlineNs < 0)
+            {
+                return false;
+            }
+            dismount();
+            throw new BlockmoverException(ErrorCode.BUSY, "test mount not done: group " + config.name + " applied " +
+                "nothing of its log for " + TimeUnit.NANOSECONDS.toSeconds(STALL_NS) + " s (applied LSN " + applied +
+                " of the " + fromLsn + " the view must hold): a hung or failing volume? See 'blockmover group " +
+                "status " + config.name + "' and the daemon's log, then retry");
+        }
+        lsn = group.armedLsn();
         // A resync record may have been applied between the check and the freeze: then the view would not be a
         // consistent image.
         if (!group.isConsistent())
         {
-            group.requestHook(null);
-            awaitArmed(group, null);
-            snapshot.close();
-            removeQuietly(dir);
+            dismount();
             throw notConsistent(config, group, node);
         }
-        final TestMount mount = new TestMount(config, group, snapshot, exports, dir, frozenLsn);
         try
         {
-            for (final CopyOnWriteView view : views)
+            for (int i = 0; i < snapshot.viewCount(); i++)
             {
+                final CopyOnWriteView view = snapshot.view(i);
                 exports.add(view);
-                mount.exportNames.add(view.name());
+                exportNames.add(view.name());
             }
         }
         catch (final IllegalArgumentException ex)
         {
-            mount.dismount();
+            dismount();
             throw new BlockmoverException(ErrorCode.INVALID_STATE, ex.getMessage() + ": rename that group or " +
                 "export (test views are served as GROUP" + EXPORT_SUFFIX + "/VOLUME)");
         }
-        return mount;
+        mounted = true;
+        mountedAtMs = System.currentTimeMillis();
+        return true;
+    }
+
+    /**
+     * @return whether the views are served ({@link #tryFinish} said so).
+     */
+    boolean isMounted()
+    {
+        return mounted;
+    }
+
+    /**
+     * @return a mount not yet served, for 'group status': how long it waits, and for what.
+     */
+    Map<String, Object> pendingStatus(final long nowNs)
+    {
+        final Map<String, Object> s = new LinkedHashMap<>();
+        s.put("waiting_s", (nowNs - requestedNs) / 1e9);
+        s.put("applied_lsn", group.appliedLsn());
+        s.put("from_lsn", fromLsn);
+        return s;
     }
 
     private static BlockmoverException notConsistent(final GroupConfig config, final DestinationGroup group,
@@ -147,18 +212,16 @@ final class TestMount
             "says replicating on the source, " + config.peer + ", and consistent here, then mount again");
     }
 
-    private static boolean awaitArmed(final DestinationGroup group, final GroupSnapshot snapshot)
+    /**
+     * Waits for the applier to drop the hook (it does between two records); a hook never armed is dropped already.
+     */
+    private static void awaitDisarmed(final DestinationGroup group)
     {
-        final long deadline = System.nanoTime() + ARM_TIMEOUT_NS;
-        while (group.armedHook() != snapshot)
+        final long deadline = System.nanoTime() + DISARM_TIMEOUT_NS;
+        while (group.armedHook() != null && System.nanoTime() - deadline < 0)
         {
-            if (System.nanoTime() - deadline > 0)
-            {
-                return false;
-            }
             LockSupport.parkNanos(100_000);
         }
-        return true;
     }
 
     static String exportName(final GroupConfig config, final GroupConfig.VolumePair pair)
@@ -174,13 +237,25 @@ final class TestMount
         return snapshot.failure();
     }
 
+    /**
+     * @return the LSN the views were frozen at, once mounted.
+     */
     long lsn()
     {
         return lsn;
     }
 
     /**
-     * Stops serving the views, stops the applier preserving for them, and deletes their files.
+     * @return the LSN the views must hold at least: what the destination held when the mount was asked for.
+     */
+    long fromLsn()
+    {
+        return fromLsn;
+    }
+
+    /**
+     * Stops serving the views, stops the applier preserving for them (or arming them, for a mount not yet
+     * served), and deletes their files.
      */
     void dismount()
     {
@@ -191,7 +266,7 @@ final class TestMount
         group.requestHook(null);
         // If the applier is stuck in I/O the views are closed anyway: they take every grain lock to close, and a
         // preserve that comes after sees them closed.
-        awaitArmed(group, null);
+        awaitDisarmed(group);
         snapshot.close();
         removeQuietly(dir);
     }

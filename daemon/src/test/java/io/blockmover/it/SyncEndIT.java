@@ -1,27 +1,32 @@
 package io.blockmover.it;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import com.fasterxml.jackson.jr.ob.JSON;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 import static io.blockmover.it.Volumes.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The end of an initial sync, a resync and a switch's drain, on a partner that forces its log rarely (site-b's
- * {@code flush.interval} is 10 min: a force is what lets its applier apply, and what tells the source its records
- * are durable). A sync, seeded or not, must end as soon as everything is sent, the partner's volumes consistent (a
- * failover needs them to be), and it must end under writes that never pause as well; a switch must not give up.
- * Before, each waited for the partner's next timed force: the end of a sync asked for none, a seeded sync's compare
- * waited a force for each window of regions, a source under writes waited for a moment when the partner had made
- * every write durable, a partner learnt that its volumes were consistent only from a heartbeat, which a source
- * sends only after a second with nothing else to send, and a switch's drain asked for no force either.
+ * The end of an initial sync, a resync and a switch's drain, and a test failover's view, on a partner that forces
+ * its log rarely (site-b's {@code flush.interval} is 10 min: a force is what lets its applier apply, and what tells
+ * the source its records are durable). A sync, seeded or not, must end as soon as everything is sent, the partner's
+ * volumes consistent (a failover needs them to be), and it must end under writes that never pause as well; a switch
+ * must not give up; a test view must hold every write the partner holds. Before, each waited for the partner's next
+ * timed force: the end of a sync asked for none, a seeded sync's compare waited a force for each window of regions,
+ * a source under writes waited for a moment when the partner had made every write durable, a partner learnt that
+ * its volumes were consistent only from a heartbeat, which a source sends only after a second with nothing else to
+ * send, a switch's drain asked for no force either, and a test view was frozen at what was applied.
  */
 @Timeout(240)
 class SyncEndIT
@@ -165,6 +170,40 @@ class SyncEndIT
         final Run switched = testbed.cli("site-a", "group", "switch", name).expect(0);
         assertTrue(switched.stdout().contains("is now destination here"), switched.toString());
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+    }
+
+    /**
+     * A test failover's views hold every write the destination held when asked: what a failover would give. They
+     * held only what its applier had applied, and it applies only what a force made durable in the log: here,
+     * writes acknowledged minutes before were missing from the view.
+     */
+    @Test
+    void shouldMountATestFailoverWithEveryWriteTheDestinationHolds() throws Exception
+    {
+        final String name = "view";
+        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), SIZE);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size",
+            "256m", "--volume", source + "=" + destination);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        // fio's nbd engine sends no FLUSH unless told: sync writes, acknowledged once in site-b's log, not forced.
+        Run.of(120, List.of("fio", "--name=unflushed", "--ioengine=nbd", "--uri=" + GroupChecks.uri(created, 0),
+            "--rw=write", "--bs=64k", "--offset=2m", "--size=3m", "--buffer_pattern=0x7e")).expect(0);
+        final Map<String, Object> before = testbed.group("site-b", name);
+        assertTrue(GroupChecks.lsn(before, "applied") < GroupChecks.lsn(before, "held"),
+            "site-b applied the writes before the mount; the test tests nothing: " + before);
+
+        final Run mount = testbed.cli("site-b", "group", "test-failover", "mount", name, "--json").expect(0);
+        final Map<String, Object> mounted = JSON.std.mapFrom(mount.stdout());
+        @SuppressWarnings("unchecked")
+        final Map<String, Object> view = (Map<String, Object>)mounted.get("test_mount");
+        assertEquals(GroupChecks.lsn(before, "held"), GroupChecks.number(view, "lsn"), mount.stdout());
+        @SuppressWarnings("unchecked")
+        final String viewUri = String.valueOf(((List<Map<String, Object>>)view.get("volumes")).get(0).get("nbd_uri"));
+        final Path image = Files.copy(source, testbed.dir.resolve(name + "-copy.img"),
+            StandardCopyOption.REPLACE_EXISTING);
+        Run.of(120, List.of("qemu-img", "compare", "-f", "raw", "-F", "raw", image.toString(), viewUri)).expect(0);
+        testbed.cli("site-b", "group", "test-failover", "dismount", name).expect(0);
     }
 
     private static void awaitConsistent(final String name)

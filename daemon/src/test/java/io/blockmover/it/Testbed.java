@@ -108,11 +108,16 @@ final class Testbed implements AutoCloseable
     {
         final List<String> command = new ArrayList<>(List.of(script("blockmover"), "--help".equals(args[0]) ?
             "--help" : args[0]));
-        // 'group' has subcommands: the common options belong to the subcommand (group create --socket ...).
-        final int first = ("group".equals(args[0]) || "peer".equals(args[0])) && args.length > 1 ? 2 : 1;
+        // 'group' has subcommands: the common options belong to the subcommand (group create --socket ...), and to
+        // the subcommand's own (group test-failover mount --socket ...).
+        int first = ("group".equals(args[0]) || "peer".equals(args[0])) && args.length > 1 ? 2 : 1;
         if (first == 2)
         {
             command.add(args[1]);
+            if ("test-failover".equals(args[1]) && args.length > 2)
+            {
+                command.add(args[first++]);
+            }
         }
         if (!"--help".equals(args[0]))
         {

@@ -104,8 +104,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
     final ConcurrentHistogram applyNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
     /** Time to force the log, which makes received records durable (the destination's side of remote flush). */
     final ConcurrentHistogram logForceNs = new ConcurrentHistogram(HIGHEST_LATENCY_NS, 2);
-    // Test failover: the conductor requests a hook, the applier arms it between two records (an LSN boundary).
+    // Test failover: the conductor requests a hook, the applier arms it between two records (an LSN boundary),
+    // once it has applied through the LSN asked for.
     private volatile ApplyHook requestedHook;
+    private volatile long requestedHookFromLsn = -1;
     private volatile ApplyHook armedHook;
     private volatile long armedLsn = -1;
     private ApplyHook hook;
@@ -300,8 +302,35 @@ public final class DestinationGroup implements Agent, AutoCloseable
      */
     public void requestHook(final ApplyHook hook)
     {
+        requestHook(hook, -1);
+    }
+
+    /**
+     * As {@link #requestHook(ApplyHook)}, but the applier arms the hook only once it has applied through
+     * {@code fromLsn}: the records before it are applied as ever, not through the hook. For a view of everything
+     * this side held at a moment: force the log first, as the applier applies only what is durable there.
+     *
+     * @param hook    to call, not null.
+     * @param fromLsn the LSN to apply through first.
+     */
+    public void requestHook(final ApplyHook hook, final long fromLsn)
+    {
+        requestedHookFromLsn = fromLsn;
         requestedHook = hook;
         idle.wake();
+    }
+
+    /**
+     * @return whether the requested hook differs from the armed one and may be armed now (applier thread).
+     */
+    private boolean hookArmable()
+    {
+        return hookArmable(requestedHook);
+    }
+
+    private boolean hookArmable(final ApplyHook requested)
+    {
+        return requested != hook && (requested == null || appliedLsn >= requestedHookFromLsn);
     }
 
     /**
@@ -427,7 +456,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     {
         // A failed applier waits for its retry: it must sleep, not spin.
         return failure == null && (applyLimit() - cursor.nextPosition() >= APPLY_BATCH_BYTES ||
-            requestedHook != hook || replacementState.get() == REPLACEMENT_REQUESTED);
+            hookArmable() || replacementState.get() == REPLACEMENT_REQUESTED);
     }
 
     private long napNs()
@@ -451,7 +480,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     public int doWork()
     {
         final ApplyHook requested = requestedHook;
-        if (requested != hook)
+        if (hookArmable(requested))
         {
             hook = requested;
             armedLsn = appliedLsn;

@@ -724,4 +724,36 @@ class DestinationGroupTest
         apply(0, 0);
         assertEquals(1, calls.size(), "a disarmed hook is not called");
     }
+
+    @Test
+    void shouldArmAHookOnlyOnceAppliedThroughTheLsnAskedFor()
+    {
+        apply(0, 0);
+        // Two records held but not yet durable: the applier cannot reach them before a force.
+        assertTrue(log.tryAppend(++lsn, 0, 4096, 0, payload, 0, payload.capacity()) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, 8192, 0, payload, 0, payload.capacity()) >= 0);
+        final List<long[]> calls = new ArrayList<>();
+        final ApplyHook hook = (volume, offset, length) -> calls.add(new long[] {volume, offset, length});
+        group.requestHook(hook, lsn);
+        for (int i = 0; i < 3; i++)
+        {
+            group.doWork();
+        }
+        assertNull(group.armedHook(), "armed before the applier reached the LSN asked for");
+        assertEquals(1, group.appliedLsn());
+
+        group.forceLog();
+        while (group.armedHook() != hook)
+        {
+            group.doWork();
+        }
+        assertEquals(3, group.armedLsn());
+        assertEquals(List.of(), calls, "the records before the LSN asked for are not preserved for the view");
+        apply(0, 0);
+        assertEquals(1, calls.size());
+
+        group.requestHook(null);
+        group.doWork();
+        assertNull(group.armedHook(), "dropped at once, whatever LSN the hook waited for");
+    }
 }
