@@ -160,16 +160,11 @@ class SyncEndIT
     void shouldSwitchRolesWithoutWaitingForThePartnersTimedForce() throws Exception
     {
         final String name = "switch";
-        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), SIZE);
-        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
-        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "async", "--log-size",
-            "256m", "--volume", source + "=" + destination);
-        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
-        Run.of(120, List.of("qemu-io", "-f", "raw", GroupChecks.uri(created, 0), "-c",
-            "write -P 0x3c 1M 4M")).expect(0);
+        final Replicated group = createReplicated(name, "async");
+        Run.of(120, List.of("qemu-io", "-f", "raw", group.uri(), "-c", "write -P 0x3c 1M 4M")).expect(0);
         final Run switched = testbed.cli("site-a", "group", "switch", name).expect(0);
         assertTrue(switched.stdout().contains("is now destination here"), switched.toString());
-        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+        GroupChecks.assertSameVolumes(new Path[] {group.source()}, new Path[] {group.destination()}, SIZE);
     }
 
     /**
@@ -181,13 +176,9 @@ class SyncEndIT
     void shouldMountATestFailoverWithEveryWriteTheDestinationHolds() throws Exception
     {
         final String name = "view";
-        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), SIZE);
-        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
-        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", "sync", "--log-size",
-            "256m", "--volume", source + "=" + destination);
-        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        final Replicated group = createReplicated(name, "sync");
         // fio's nbd engine sends no FLUSH unless told: sync writes, acknowledged once in site-b's log, not forced.
-        Run.of(120, List.of("fio", "--name=unflushed", "--ioengine=nbd", "--uri=" + GroupChecks.uri(created, 0),
+        Run.of(120, List.of("fio", "--name=unflushed", "--ioengine=nbd", "--uri=" + group.uri(),
             "--rw=write", "--bs=64k", "--offset=2m", "--size=3m", "--buffer_pattern=0x7e")).expect(0);
         final Map<String, Object> before = testbed.group("site-b", name);
         assertTrue(GroupChecks.lsn(before, "applied") < GroupChecks.lsn(before, "held"),
@@ -200,10 +191,29 @@ class SyncEndIT
         assertEquals(GroupChecks.lsn(before, "held"), GroupChecks.number(view, "lsn"), mount.stdout());
         @SuppressWarnings("unchecked")
         final String viewUri = String.valueOf(((List<Map<String, Object>>)view.get("volumes")).get(0).get("nbd_uri"));
-        final Path image = Files.copy(source, testbed.dir.resolve(name + "-copy.img"),
+        final Path image = Files.copy(group.source(), testbed.dir.resolve(name + "-copy.img"),
             StandardCopyOption.REPLACE_EXISTING);
         Run.of(120, List.of("qemu-img", "compare", "-f", "raw", "-F", "raw", image.toString(), viewUri)).expect(0);
         testbed.cli("site-b", "group", "test-failover", "dismount", name).expect(0);
+    }
+
+    /** A group of one volume, its source and destination zeroed, created and replicated. */
+    private record Replicated(Path source, Path destination, Map<String, Object> created)
+    {
+        String uri()
+        {
+            return GroupChecks.uri(created, 0);
+        }
+    }
+
+    private static Replicated createReplicated(final String name, final String mode) throws Exception
+    {
+        final Path source = Volumes.zeros(testbed.dir.resolve(name + "-src.img"), SIZE);
+        final Path destination = Volumes.zeros(testbed.dir.resolve(name + "-dst.img"), SIZE);
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--mode", mode, "--log-size", "256m",
+            "--volume", source + "=" + destination);
+        GroupChecks.awaitReplicated(testbed, name, WAIT_SECONDS);
+        return new Replicated(source, destination, created);
     }
 
     private static void awaitConsistent(final String name)
