@@ -1396,11 +1396,33 @@ final class SourceGroupHandle
             recordsMendedLogged = mended;
         }
         final double rpoSeconds = GroupStatus.rpoSeconds(group);
+        askForceWithinTarget(rpoSeconds);
         if (rpoTarget.update(rpoSeconds, config.rpoTargetMs))
         {
             conductor.log("group " + config.name + ": RPO " + String.format(java.util.Locale.ROOT, "%.1f", rpoSeconds) +
                 " s " + (rpoTarget.isExceeded() ? "exceeds" : "is back within") + " its target of " +
                 io.blockmover.replication.group.RpoTarget.format(config.rpoTargetMs));
+        }
+    }
+
+    /**
+     * The partner forces its log every flush.interval, or when asked: a write it holds counts for the RPO only once
+     * durable there. With an interval longer than half the group's RPO target, the RPO passed the target while every
+     * write had reached the partner long before; so once the RPO is half the target, the partner is asked to force
+     * what it acknowledged. Not while regions are resent: the RPO then stays high until that ends, whatever the
+     * partner forces.
+     */
+    private void askForceWithinTarget(final double rpoSeconds)
+    {
+        if (config.rpoTargetMs <= 0 || rpoSeconds * 1000 < config.rpoTargetMs / 2.0 || !group.isLinked() ||
+            group.dirtyRegions() > 0)
+        {
+            return;
+        }
+        final long acked = group.ackedLsn();
+        if (acked > group.durableLsn())
+        {
+            group.askPartnerToForce(acked);
         }
     }
 
