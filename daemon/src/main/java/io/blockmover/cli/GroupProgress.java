@@ -21,6 +21,7 @@ import io.blockmover.BlockmoverException;
  * for gigabytes of backlog over a slow link) before the partner takes over: how much is left to send.</li>
  * <li>{@link #failover}: a failover waits until the destination has applied what its log holds: how many records
  * are left.</li>
+ * <li>{@link #testMount}: a test mount waits likewise, for what the destination held when asked.</li>
  * </ul>
  */
 abstract class GroupProgress implements AutoCloseable
@@ -79,7 +80,19 @@ abstract class GroupProgress implements AutoCloseable
      */
     static GroupProgress failover(final Path socket, final String group, final PrintStream out, final boolean quiet)
     {
-        return new Applied(socket, group, out).start(quiet);
+        return new Applied(socket, group, out, false).start(quiet);
+    }
+
+    /**
+     * @param socket the daemon's control socket.
+     * @param group  the group being test-mounted (on its destination).
+     * @param out    where the line goes.
+     * @param quiet  show nothing (--json).
+     * @return the running progress of the apply the test mount waits for, to close once it is answered.
+     */
+    static GroupProgress testMount(final Path socket, final String group, final PrintStream out, final boolean quiet)
+    {
+        return new Applied(socket, group, out, true).start(quiet);
     }
 
     final GroupProgress start(final boolean quiet)
@@ -333,22 +346,28 @@ abstract class GroupProgress implements AutoCloseable
 
     /**
      * group switch --force: the destination applies what its log holds before it takes over (lsn.applied up to
-     * lsn.held), which after a restart with a log of gigabytes takes a while.
+     * lsn.held), which after a restart with a log of gigabytes takes a while. group test-failover mount: the same
+     * apply, up to what the destination held when asked (test_mount_pending).
      */
     private static final class Applied extends GroupProgress
     {
+        private final boolean testMount;
         private long first = -1;
 
-        Applied(final Path socket, final String group, final PrintStream out)
+        Applied(final Path socket, final String group, final PrintStream out, final boolean testMount)
         {
             super(socket, group, out);
+            this.testMount = testMount;
         }
 
         @Override
         void show(final Map<?, ?> status)
         {
-            if (!"destination".equals(status.get("role")) || !(status.get("lsn") instanceof Map<?, ?> lsn) ||
-                !(lsn.get("held") instanceof Number held) || !(lsn.get("applied") instanceof Number applied))
+            final Map<?, ?> lsn = testMount ? (status.get("test_mount_pending") instanceof Map<?, ?> p ? p : null) :
+                status.get("lsn") instanceof Map<?, ?> l ? l : null;
+            if (!"destination".equals(status.get("role")) || lsn == null ||
+                !(lsn.get(testMount ? "from_lsn" : "held") instanceof Number held) ||
+                !(lsn.get(testMount ? "applied_lsn" : "applied") instanceof Number applied))
             {
                 return;
             }
@@ -357,7 +376,7 @@ abstract class GroupProgress implements AutoCloseable
                 first = applied.longValue();
                 newLine();
             }
-            drawRecords(applied.longValue() - first, held.longValue() - first, false);
+            drawRecords(Math.min(applied.longValue(), held.longValue()) - first, held.longValue() - first, false);
         }
 
         @Override
@@ -369,7 +388,8 @@ abstract class GroupProgress implements AutoCloseable
         @Override
         String doing()
         {
-            return "applying the log here before taking over";
+            return testMount ? "applying the log here before the test views are frozen" :
+                "applying the log here before taking over";
         }
     }
 }

@@ -70,7 +70,12 @@ final class TestFailoverCommand implements Callable<Integer>
         @SuppressWarnings("unchecked")
         public Integer call()
         {
-            final Map<String, Object> status = (Map<String, Object>)call("group-test-mount", Map.of("name", name));
+            final Map<String, Object> status;
+            try (GroupProgress progress = GroupProgress.testMount(socket(), name, System.err, json))
+            {
+                status = (Map<String, Object>)call("group-test-mount", Map.of("name", name));
+                progress.succeeded();
+            }
             if (json)
             {
                 printJson(status);

@@ -13,7 +13,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * What 'group switch --force' draws while the destination applies its log before it takes over: records, from
- * the group status's lsn.applied and lsn.held, not bytes.
+ * the group status's lsn.applied and lsn.held, not bytes; and 'group test-failover mount', up to the LSN its views
+ * must hold.
  */
 class GroupProgressTest
 {
@@ -36,5 +37,27 @@ class GroupProgressTest
             lines[0]);
         assertTrue(lines[lines.length - 1].contains("100.0% 1000 / 1000 records  ETA 0s  applying the log"),
             lines[lines.length - 1]);
+    }
+
+    @Test
+    void shouldCountTheRecordsATestMountWaitsForUpToWhatWasHeldWhenAsked()
+    {
+        final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        final PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
+        try (GroupProgress progress = GroupProgress.testMount(Path.of("/nonexistent.sock"), "g", out, true))
+        {
+            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 9, "applied", 1)));
+            assertEquals("", bytes.toString(StandardCharsets.UTF_8), "no mount waiting: not this wait's figures");
+            // The source goes on writing: held moves on, the mount waits only for what was held when asked.
+            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 2000L, "applied", 100L),
+                "test_mount_pending", Map.of("applied_lsn", 100L, "from_lsn", 300L)));
+            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 2500L, "applied", 200L),
+                "test_mount_pending", Map.of("applied_lsn", 200L, "from_lsn", 300L)));
+            progress.succeeded();
+        }
+        final String[] lines = bytes.toString(StandardCharsets.UTF_8).split("\n");
+        assertTrue(lines[0].contains("  0.0% 0 / 200 records  ETA --  applying the log here before the test views"),
+            lines[0]);
+        assertTrue(lines[lines.length - 1].contains("100.0% 200 / 200 records"), lines[lines.length - 1]);
     }
 }
