@@ -215,9 +215,19 @@ final class DestinationGroupHandle
      */
     void forceLog()
     {
-        if (group != null)
+        if (group == null)
+        {
+            return;
+        }
+        try
         {
             group.forceLog();
+        }
+        catch (final java.io.UncheckedIOException ex)
+        {
+            // The disk under the log, not a bug: say so, and which file.
+            throw new BlockmoverException(ErrorCode.IO_ERROR, "cannot force the log of group " + config.name + " (" +
+                group.log().path() + "): " + ex.getMessage() + "; see the daemon's log and the disk", ex);
         }
     }
 
@@ -799,7 +809,7 @@ final class DestinationGroupHandle
         }
         // Read before the force: every record it covers is durable after it.
         final long fromLsn = heldLsn();
-        group.forceLog();
+        forceLog();
         final long nowNs = conductor.clock().nanoTime();
         testMount = TestMount.begin(config, group, store.dir(config.name), exports, conductor.ctx().nodeName(),
             fromLsn, nowNs);

@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -87,13 +88,37 @@ class TestMountTest
         }
     }
 
+    /** A dismount waits for the applier to drop an armed hook: run it meanwhile, as its own thread would. */
+    private void dismountWhileTheApplierRuns(final TestMount mount) throws InterruptedException
+    {
+        final AtomicBoolean done = new AtomicBoolean();
+        final Thread applier = new Thread(() ->
+        {
+            while (!done.get())
+            {
+                group.doWork();
+            }
+        });
+        applier.start();
+        try
+        {
+            mount.dismount();
+        }
+        finally
+        {
+            done.set(true);
+            applier.join();
+        }
+        assertNull(group.armedHook());
+    }
+
     private TestMount begin(final long nowNs)
     {
         return TestMount.begin(config, group, dir.resolve("state"), exports, "site-b", log.tailLsn(), nowNs);
     }
 
     @Test
-    void shouldServeTheViewsOnlyOnceTheApplierReachedWhatWasHeld()
+    void shouldServeTheViewsOnlyOnceTheApplierReachedWhatWasHeld() throws Exception
     {
         append();
         append();
@@ -108,7 +133,7 @@ class TestMountTest
         assertTrue(mount.tryFinish(2, "site-b"));
         assertEquals(3, mount.lsn());
         assertNotNull(exports.find("g-test/src"));
-        mount.dismount();
+        dismountWhileTheApplierRuns(mount);
         assertNull(exports.find("g-test/src"));
         assertFalse(Files.exists(dir.resolve("state").resolve(TestMount.DIR_NAME)));
     }
