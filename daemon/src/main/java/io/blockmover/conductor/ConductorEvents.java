@@ -148,6 +148,16 @@ final class ConductorEvents
                 // Only while it lasts: a failover waiting for this destination to apply its log.
                 attrs.put("failover", "pending");
             }
+            if (group.get("test_mount") != null || group.get("test_mount_pending") != null)
+            {
+                // Only while it lasts: a test failover's views, which keep the old contents of every grain the
+                // applier overwrites in the state directory until dismounted.
+                attrs.put("test_mount", group.get("test_mount") != null ? "mounted" : "pending");
+            }
+            if (group.get("test_mount_error") != null)
+            {
+                attrs.put("test_mount_error", group.get("test_mount_error"));
+            }
             if (Boolean.TRUE.equals(group.get("partner_apply_failing")))
             {
                 // Only while it lasts: its removal is the recovery event.

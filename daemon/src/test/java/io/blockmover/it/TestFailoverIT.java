@@ -212,6 +212,9 @@ class TestFailoverIT
         assertEquals(2L * 64 * 1024, number(view0, "written_bytes"), status.toString());
         final Run text = testbed.cli("site-b", "group", "status", name).expect(0);
         assertTrue(text.stdout().contains("test mount at LSN") && text.stdout().contains(viewUri0), text.stdout());
+        final Run events = testbed.cli("site-b", "events", "--now").expect(0);
+        assertTrue(events.stdout().contains("exists group name=" + name + " role=destination") &&
+            events.stdout().contains(" test_mount=mounted"), events.stdout());
 
         // The destination never sees C: it equals the source, which holds B.
         qemuIo(sourceUri1, "write -P 0xb3 12M 1M");
@@ -223,6 +226,8 @@ class TestFailoverIT
         assertNotEquals(0, compare(imageC, viewUri0).exitCode(), "the view's export is gone");
         assertEquals(List.of(), testMountFiles(), "the view's files are gone");
         assertTrue(refusal("site-b", "group-test-dismount", name).contains("has no test mount"));
+        final Run after = testbed.cli("site-b", "events", "--now").expect(0);
+        assertFalse(after.stdout().contains("test_mount"), after.stdout());
 
         // A second mount sees the destination as it is now (B), not the first view's writes.
         final Map<String, Object> again = call("site-b", "group-test-mount", name);
