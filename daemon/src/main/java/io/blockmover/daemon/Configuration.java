@@ -91,7 +91,7 @@ public final class Configuration
             "runs, the source asks four times a second)");
         define(FLUSH_INTERVAL, "200ms", "...or this long after the first unforced write, whichever comes first; a " +
             "group's destination also forces its log when the source asks (a client's FLUSH, the end of a sync, a " +
-            "switch's drain, a verify's window)");
+            "switch's drain, a verify's window, an RPO at half its target) and before a test failover's mount");
         define(METRICS_LISTEN, "", "loopback address:port of an HTTP endpoint serving /metrics in the Prometheus " +
             "format, e.g. 127.0.0.1:9477 (empty: none; loopback only, it has no authentication)");
         define(LOG_LEVEL, "INFO", "least severe log messages written: DEBUG, INFO, WARNING or ERROR");
