@@ -989,6 +989,8 @@ final class DestinationGroupHandle
             log.put("used", group.log().usedBytes());
             s.put("log", log);
             s.put("records_applied", group.recordsApplied());
+            // Records of zeros applied as a hole or a device's WRITE ZEROES, keeping a thin destination thin.
+            s.put("bytes_deallocated", group.bytesDeallocated());
             s.put("apply_failures", group.applyFailures());
             s.put("records_dropped", group.recordsDropped());
             s.put("consistent", group.isConsistent());

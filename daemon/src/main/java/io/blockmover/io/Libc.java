@@ -170,6 +170,11 @@ public final class Libc
     public static final int FALLOC_FL_KEEP_SIZE = 0x01;
     /** fallocate: zero the range; its blocks stay allocated (on ext4, as unwritten extents). */
     public static final int FALLOC_FL_ZERO_RANGE = 0x10;
+    /**
+     * fallocate, with {@link #FALLOC_FL_KEEP_SIZE}: deallocate the range, which then reads as zeros (a hole in a
+     * file; on a block device, a WRITE ZEROES the device must serve without writing them, or EOPNOTSUPP).
+     */
+    public static final int FALLOC_FL_PUNCH_HOLE = 0x02;
 
     /**
      * @param fd     a descriptor of the file open for writing.

@@ -70,6 +70,8 @@ public final class Volume implements AutoCloseable
     private final Object fileKey;
     /** Set by {@link #writeBuffered}, cleared by the {@link #force()} that makes those writes durable. */
     private volatile boolean bufferedSinceForce;
+    /** Cleared once a hole could not be punched here ({@link #deallocate}): it is not tried again. */
+    private volatile boolean canDeallocate = true;
 
     private Volume(
         final Path path,
@@ -408,6 +410,44 @@ public final class Volume implements AutoCloseable
             src.limit(length).position(body);
             transfer(buffered, src, position + body, true);
         }
+    }
+
+    /**
+     * Makes a range read as zeros by deallocating it, where the volume can: a hole in a file, a WRITE ZEROES that a
+     * block device serves without writing them (a thin volume unmaps the range). For a destination whose source
+     * holds zeros there (an empty region's initial sync, a client's WRITE_ZEROES): written as data, they filled a
+     * thin or sparse destination to its whole size. Durable, like a write, only after {@link #force()}. Where the
+     * volume cannot (EOPNOTSUPP, an unaligned range on a block device, any other refusal), it is not tried again
+     * and the caller writes the zeros, which surfaces a real I/O error as such.
+     *
+     * @param position byte offset, a multiple of {@link Slab#ALIGNMENT}.
+     * @param length   bytes, a multiple of {@link Slab#ALIGNMENT}.
+     * @return whether the range reads as zeros now; false: write them.
+     */
+    public boolean deallocate(final long position, final long length)
+    {
+        if (!canDeallocate())
+        {
+            return false;
+        }
+        try
+        {
+            Libc.fallocate(directFd, Libc.FALLOC_FL_PUNCH_HOLE | Libc.FALLOC_FL_KEEP_SIZE, position, length);
+            return true;
+        }
+        catch (final LastErrorException ex)
+        {
+            canDeallocate = false;
+            return false;
+        }
+    }
+
+    /**
+     * @return whether {@link #deallocate} may succeed here: not after it failed once.
+     */
+    public boolean canDeallocate()
+    {
+        return canDeallocate && writable && directFd >= 0;
     }
 
     /**

@@ -227,6 +227,41 @@ class GroupIT
     }
 
     /**
+     * A destination file stays sparse where its source holds zeros: the initial sync of an empty region, and a
+     * client's WRITE_ZEROES, arrive as records of zeros, which the destination applies as holes. Written, they
+     * filled a thin or sparse destination to its whole size (every block of this one stayed allocated).
+     */
+    @Test
+    void shouldLeaveHolesWhereTheSourceHoldsZeros() throws Exception
+    {
+        assumeTools("qemu-io");
+        final String name = "thin";
+        final Path source = zeroFiles(name + "-src", 1)[0];
+        Volumes.patch(source, 8 * MIB, (int)MIB, (byte)0x6d);
+        // A destination full of old data: every block allocated.
+        final Path destination = randomFiles(name + "-dst", 1, 41)[0];
+        final Map<String, Object> created = GroupChecks.create(testbed, name, "--volume", source + "=" + destination,
+            "--mode", "async", "--log-size", "64m");
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+        final long allocated = allocatedBytes(destination);
+        assertTrue(allocated <= 4 * MIB, "the destination holds " + allocated + " bytes allocated for 1 MiB of data");
+
+        qemuIo(GroupChecks.uri(created, 0), "write -z 8M 1M", "write -P 0x6e 32M 2M");
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
+        assertTrue(allocatedBytes(destination) <= 5 * MIB, "WRITE_ZEROES allocated: " + allocatedBytes(destination));
+        assertTrue(GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated") >= SIZE - MIB);
+        GroupChecks.delete(testbed, name);
+    }
+
+    /** Bytes of a file's blocks allocated on disk (st_blocks). */
+    private static long allocatedBytes(final Path file) throws IOException
+    {
+        return Long.parseLong(Run.of(30, List.of("stat", "-c", "%b", file.toString())).expect(0).stdout().trim()) * 512;
+    }
+
+    /**
      * Storage Replica's Set-SRPartnership -ReplicationMode: a running group's mode changes on the source, the
      * partner takes it at the next OPEN (the session starts over at once), and writes follow it: async writes no
      * longer wait for a partner held to 1 MiB/s, sync writes wait for it again once it has caught up.

@@ -16,6 +16,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import io.blockmover.io.Libc;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.log.RecordLogDescriptor;
@@ -755,5 +756,64 @@ class DestinationGroupTest
         group.requestHook(null);
         group.doWork();
         assertNull(group.armedHook(), "dropped at once, whatever LSN the hook waited for");
+    }
+
+    /**
+     * A long record of zeros (an empty region's initial sync, a client's WRITE_ZEROES) becomes a hole in the
+     * destination's file, not written zeros: a sparse or thin destination stays so where its source holds nothing.
+     * A short one, or one with data, is written.
+     */
+    @Test
+    void shouldDeallocateTheRangeOfALongRecordOfZeros() throws Exception
+    {
+        final byte[] data = new byte[SIZE];
+        new Random(7).nextBytes(data);
+        reopen(() ->
+        {
+            try
+            {
+                Files.write(dir.resolve("volume"), data);
+            }
+            catch (final IOException ex)
+            {
+                throw new java.io.UncheckedIOException(ex);
+            }
+        });
+        final int length = DestinationGroup.ZERO_APPLY_LENGTH;
+        final ByteBuffer zeros = ByteBuffer.allocate(length);
+        final ByteBuffer ones = ByteBuffer.allocate(length);
+        Arrays.fill(ones.array(), (byte)1);
+
+        assertTrue(log.tryAppend(++lsn, 0, 0, SourceGroup.RECORD_RESYNC, zeros, 0, length) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, length, 0, ones, 0, length) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, 2L * length, 0, zeros, 0, 4096) >= 0);
+        log.forceRecords();
+        while (group.appliedLsn() < lsn)
+        {
+            group.doWork();
+        }
+        assertNull(group.failure());
+        assertEquals(length, group.bytesDeallocated());
+        settle();
+
+        final byte[] after = Files.readAllBytes(dir.resolve("volume"));
+        final byte[] expected = data.clone();
+        Arrays.fill(expected, 0, length, (byte)0);
+        Arrays.fill(expected, length, 2 * length, (byte)1);
+        Arrays.fill(expected, 2 * length, 2 * length + 4096, (byte)0);
+        assertTrue(Arrays.equals(expected, after), "the volume does not hold what the records say");
+        final List<long[]> holes = new ArrayList<>();
+        final int fd = Libc.open(dir.resolve("volume").toString(), Libc.O_RDONLY);
+        try
+        {
+            Libc.unwrittenRanges(fd, SIZE, (start, end) -> holes.add(new long[] {start, end}));
+        }
+        finally
+        {
+            Libc.close(fd);
+        }
+        assertEquals(1, holes.size(), () -> "holes: " + holes.stream().map(Arrays::toString).toList());
+        assertEquals(0, holes.get(0)[0]);
+        assertEquals(length, holes.get(0)[1], "only the long record of zeros is a hole");
     }
 }
