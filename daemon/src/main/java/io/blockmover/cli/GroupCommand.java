@@ -356,8 +356,9 @@ final class GroupCommand implements Callable<Integer>
             }
             else if (g.get("lsn") instanceof Map<?, ?> lsn)
             {
-                System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%n", lsn.get("held"),
-                    lsn.get("applied"), g.get("records_applied"));
+                System.out.printf(Locale.ROOT, "  held LSN %s, applied %s, records applied %s%s%n", lsn.get("held"),
+                    lsn.get("applied"), g.get("records_applied"), g.get("bytes_deallocated") instanceof Number d &&
+                    d.longValue() > 0 ? " (" + Format.bytes(d.longValue()) + " of zeros left as holes)" : "");
                 if (g.get("log_force") != null)
                 {
                     System.out.println("  log forced " + ("every_batch".equals(g.get("log_force")) ?

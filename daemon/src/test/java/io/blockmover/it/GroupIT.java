@@ -252,6 +252,8 @@ class GroupIT
         GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
         assertTrue(allocatedBytes(destination) <= 5 * MIB, "WRITE_ZEROES allocated: " + allocatedBytes(destination));
         assertTrue(GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated") >= SIZE - MIB);
+        final Run text = testbed.cli("site-b", "group", "status", name).expect(0);
+        assertTrue(text.stdout().contains(" of zeros left as holes)"), text.stdout());
         GroupChecks.delete(testbed, name);
     }
 
