@@ -5,6 +5,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.function.Function;
 
 import org.junit.jupiter.api.Test;
 
@@ -18,21 +19,37 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class GroupProgressTest
 {
-    @Test
-    void shouldCountTheRecordsAFailoverWaitsForFromTheFirstStatusSeen()
+    /**
+     * Hands the statuses to the progress as its poller would (quiet: no poller thread, no daemon here), the first
+     * of them one that is not the wait's own and draws nothing, then ends it as a request that succeeded.
+     *
+     * @return the lines drawn.
+     */
+    private static String[] draw(final Function<PrintStream, GroupProgress> start, final Map<?, ?> notItsOwn,
+        final Map<?, ?>... statuses)
     {
         final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         final PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
-        // Quiet: no poller thread (no daemon here); the statuses are handed to it as the poller would.
-        try (GroupProgress progress = GroupProgress.failover(Path.of("/nonexistent.sock"), "g", out, true))
+        try (GroupProgress progress = start.apply(out))
         {
-            progress.show(Map.of("role", "source", "lsn", Map.of("held", 9, "applied", 9)));
-            assertEquals("", bytes.toString(StandardCharsets.UTF_8), "not a destination: not this wait's figures");
-            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 1100L, "applied", 100L)));
-            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 1100L, "applied", 600L)));
+            progress.show(notItsOwn);
+            assertEquals("", bytes.toString(StandardCharsets.UTF_8), "not this wait's figures: " + notItsOwn);
+            for (final Map<?, ?> status : statuses)
+            {
+                progress.show(status);
+            }
             progress.succeeded();
         }
-        final String[] lines = bytes.toString(StandardCharsets.UTF_8).split("\n");
+        return bytes.toString(StandardCharsets.UTF_8).split("\n");
+    }
+
+    @Test
+    void shouldCountTheRecordsAFailoverWaitsForFromTheFirstStatusSeen()
+    {
+        final String[] lines = draw((out) -> GroupProgress.failover(Path.of("/nonexistent.sock"), "g", out, true),
+            Map.of("role", "source", "lsn", Map.of("held", 9, "applied", 9)),
+            Map.of("role", "destination", "lsn", Map.of("held", 1100L, "applied", 100L)),
+            Map.of("role", "destination", "lsn", Map.of("held", 1100L, "applied", 600L)));
         assertTrue(lines[0].contains("  0.0% 0 / 1000 records  ETA --  applying the log here before taking over"),
             lines[0]);
         assertTrue(lines[lines.length - 1].contains("100.0% 1000 / 1000 records  ETA 0s  applying the log"),
@@ -42,20 +59,14 @@ class GroupProgressTest
     @Test
     void shouldCountTheRecordsATestMountWaitsForUpToWhatWasHeldWhenAsked()
     {
-        final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        final PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
-        try (GroupProgress progress = GroupProgress.testMount(Path.of("/nonexistent.sock"), "g", out, true))
-        {
-            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 9, "applied", 1)));
-            assertEquals("", bytes.toString(StandardCharsets.UTF_8), "no mount waiting: not this wait's figures");
-            // The source goes on writing: held moves on, the mount waits only for what was held when asked.
-            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 2000L, "applied", 100L),
-                "test_mount_pending", Map.of("applied_lsn", 100L, "from_lsn", 300L)));
-            progress.show(Map.of("role", "destination", "lsn", Map.of("held", 2500L, "applied", 200L),
+        // No mount waiting in the first status; then the source goes on writing: held moves on, the mount waits
+        // only for what was held when asked.
+        final String[] lines = draw((out) -> GroupProgress.testMount(Path.of("/nonexistent.sock"), "g", out, true),
+            Map.of("role", "destination", "lsn", Map.of("held", 9, "applied", 1)),
+            Map.of("role", "destination", "lsn", Map.of("held", 2000L, "applied", 100L),
+                "test_mount_pending", Map.of("applied_lsn", 100L, "from_lsn", 300L)),
+            Map.of("role", "destination", "lsn", Map.of("held", 2500L, "applied", 200L),
                 "test_mount_pending", Map.of("applied_lsn", 200L, "from_lsn", 300L)));
-            progress.succeeded();
-        }
-        final String[] lines = bytes.toString(StandardCharsets.UTF_8).split("\n");
         assertTrue(lines[0].contains("  0.0% 0 / 200 records  ETA --  applying the log here before the test views"),
             lines[0]);
         assertTrue(lines[lines.length - 1].contains("100.0% 200 / 200 records"), lines[lines.length - 1]);
