@@ -115,6 +115,46 @@ public final class Libc
     }
 
     /**
+     * @param fd  a descriptor of the file.
+     * @param end where to stop.
+     * @return whether the file has a hole within [0, end): a range with no blocks allocated (an unwritten extent,
+     *     as fallocate leaves, is allocated).
+     * @throws LastErrorException with the errno (EOPNOTSUPP where the file system has no FIEMAP).
+     */
+    public static boolean hasHole(final int fd, final long end)
+    {
+        final long[] map = new long[FIEMAP_HEADER_LONGS + FIEMAP_BATCH * FIEMAP_EXTENT_LONGS];
+        long next = 0;
+        while (next < end)
+        {
+            Arrays.fill(map, 0);
+            map[0] = next;
+            map[1] = end - next;
+            map[3] = FIEMAP_BATCH;
+            ioctl(fd, FS_IOC_FIEMAP, map);
+            final int mapped = (int)(map[2] >>> 32);
+            if (mapped == 0)
+            {
+                return true; // Nothing allocated from next on.
+            }
+            for (int i = 0; i < mapped; i++)
+            {
+                final int at = FIEMAP_HEADER_LONGS + i * FIEMAP_EXTENT_LONGS;
+                if (map[at] > next)
+                {
+                    return true;
+                }
+                next = Math.max(next, map[at] + map[at + 2]);
+                if ((map[at + 5] & FIEMAP_EXTENT_LAST) != 0)
+                {
+                    return next < end;
+                }
+            }
+        }
+        return false;
+    }
+
+    /**
      * Finds the ranges of a file, within [0, end), whose blocks are not written (FS_IOC_FIEMAP, which reads the
      * file system's extents, not the page cache as lseek's SEEK_HOLE does).
      *

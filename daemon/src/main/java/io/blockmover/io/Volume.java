@@ -70,8 +70,13 @@ public final class Volume implements AutoCloseable
     private final Object fileKey;
     /** Set by {@link #writeBuffered}, cleared by the {@link #force()} that makes those writes durable. */
     private volatile boolean bufferedSinceForce;
-    /** Cleared once a hole could not be punched here ({@link #deallocate}): it is not tried again. */
-    private volatile boolean canDeallocate = true;
+    /**
+     * Whether {@link #deallocate} is tried: on a block device, and on a file that has a hole at open (one the operator
+     * made sparse). Not on a file with every block allocated: fallocated or written whole, it keeps its space
+     * reserved, and later writes there stay overwrites (a write into a hole allocates, and each force then commits
+     * that to the file system's journal). Cleared once a deallocation failed: it is not tried again.
+     */
+    private volatile boolean canDeallocate;
 
     private Volume(
         final Path path,
@@ -190,8 +195,10 @@ public final class Volume implements AutoCloseable
             // Without O_EXCL: a block device's claim is fd's, and a second exclusive open would be refused.
             directFd = openDescriptor(path, (writable ? Libc.O_RDWR : Libc.O_RDONLY) | Libc.O_DIRECT | Libc.O_CLOEXEC);
 
-            return new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered, lock, fd,
-                directFd, fileKey);
+            final Volume volume = new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered,
+                lock, fd, directFd, fileKey);
+            volume.canDeallocate = writable && directFd >= 0 && (blockDevice || isSparse(directFd, size));
+            return volume;
         }
         catch (final AccessDeniedException ex)
         {
@@ -413,10 +420,11 @@ public final class Volume implements AutoCloseable
     }
 
     /**
-     * Makes a range read as zeros by deallocating it, where the volume can: a hole in a file, a WRITE ZEROES that a
-     * block device serves without writing them (a thin volume unmaps the range). For a destination whose source
-     * holds zeros there (an empty region's initial sync, a client's WRITE_ZEROES): written as data, they filled a
-     * thin or sparse destination to its whole size. Durable, like a write, only after {@link #force()}. Where the
+     * Makes a range read as zeros by deallocating it, where the volume can: a hole in a sparse file, a WRITE ZEROES
+     * that a block device serves without writing them (a thin volume unmaps the range). For a destination whose
+     * source holds zeros there (an empty region's initial sync, a client's WRITE_ZEROES): written as data, they
+     * filled a thin or sparse destination to its whole size. Never on a file with every block allocated (see
+     * {@link #canDeallocate}). Durable, like a write, only after {@link #force()}. Where the
      * volume cannot (EOPNOTSUPP, an unaligned range on a block device, any other refusal), it is not tried again
      * and the caller writes the zeros, which surfaces a real I/O error as such.
      *
@@ -443,11 +451,27 @@ public final class Volume implements AutoCloseable
     }
 
     /**
-     * @return whether {@link #deallocate} may succeed here: not after it failed once.
+     * @return whether {@link #deallocate} is tried here: a block device, or a file sparse at open, until it failed.
      */
     public boolean canDeallocate()
     {
-        return canDeallocate && writable && directFd >= 0;
+        return canDeallocate;
+    }
+
+    /**
+     * @return whether a file has a hole; false where that cannot be told (no FIEMAP, as on tmpfs): as before,
+     *     zeros are written there.
+     */
+    private static boolean isSparse(final int fd, final long size)
+    {
+        try
+        {
+            return Libc.hasHole(fd, size);
+        }
+        catch (final LastErrorException ex)
+        {
+            return false;
+        }
     }
 
     /**

@@ -227,30 +227,37 @@ class GroupIT
     }
 
     /**
-     * A destination file stays sparse where its source holds zeros: the initial sync of an empty region, and a
-     * client's WRITE_ZEROES, arrive as records of zeros, which the destination applies as holes. Written, they
-     * filled a thin or sparse destination to its whole size (every block of this one stayed allocated).
+     * A sparse destination file stays sparse where its source holds zeros: the initial sync of an empty region, and
+     * a client's WRITE_ZEROES, arrive as records of zeros, which the destination applies as holes. Written, they
+     * filled a thin or sparse destination to its whole size. A destination with every block allocated keeps them.
      */
     @Test
     void shouldLeaveHolesWhereTheSourceHoldsZeros() throws Exception
     {
         assumeTools("qemu-io");
         final String name = "thin";
-        final Path source = zeroFiles(name + "-src", 1)[0];
-        Volumes.patch(source, 8 * MIB, (int)MIB, (byte)0x6d);
-        // A destination full of old data: every block allocated.
-        final Path destination = randomFiles(name + "-dst", 1, 41)[0];
-        final Map<String, Object> created = GroupChecks.create(testbed, name, "--volume", source + "=" + destination,
-            "--mode", "async", "--log-size", "64m");
+        final Path[] sources = zeroFiles(name + "-src", 2);
+        Volumes.patch(sources[0], 8 * MIB, (int)MIB, (byte)0x6d);
+        // A sparse destination with 16 MiB of old data, and a thick one.
+        final Path sparse = zeroFiles(name + "-dst", 1)[0];
+        for (long at = 16 * MIB; at < 32 * MIB; at += MIB)
+        {
+            Volumes.patch(sparse, at, (int)MIB, (byte)0x31);
+        }
+        final Path thick = randomFiles(name + "-thick", 1, 41)[0];
+        final Path[] destinations = {sparse, thick};
+        final Map<String, Object> created = GroupChecks.create(testbed, name, concat(volumeOptions(sources,
+            destinations), "--mode", "async", "--log-size", "64m"));
         awaitReplicated(testbed, name, 60);
-        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
-        final long allocated = allocatedBytes(destination);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        final long allocated = allocatedBytes(sparse);
         assertTrue(allocated <= 4 * MIB, "the destination holds " + allocated + " bytes allocated for 1 MiB of data");
+        assertTrue(allocatedBytes(thick) >= SIZE, "a destination with every block allocated lost some");
 
         qemuIo(GroupChecks.uri(created, 0), "write -z 8M 1M", "write -P 0x6e 32M 2M");
         awaitReplicated(testbed, name, 60);
-        GroupChecks.assertSameVolumes(new Path[] {source}, new Path[] {destination}, SIZE);
-        assertTrue(allocatedBytes(destination) <= 5 * MIB, "WRITE_ZEROES allocated: " + allocatedBytes(destination));
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertTrue(allocatedBytes(sparse) <= 5 * MIB, "WRITE_ZEROES allocated: " + allocatedBytes(sparse));
         assertTrue(GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated") >= SIZE - MIB);
         final Run text = testbed.cli("site-b", "group", "status", name).expect(0);
         assertTrue(text.stdout().contains(" of zeros left as holes)"), text.stdout());

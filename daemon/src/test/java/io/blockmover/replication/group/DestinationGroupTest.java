@@ -1,6 +1,7 @@
 package io.blockmover.replication.group;
 
 import java.io.IOException;
+import java.io.RandomAccessFile;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -759,61 +760,91 @@ class DestinationGroupTest
     }
 
     /**
-     * A long record of zeros (an empty region's initial sync, a client's WRITE_ZEROES) becomes a hole in the
-     * destination's file, not written zeros: a sparse or thin destination stays so where its source holds nothing.
-     * A short one, or one with data, is written.
+     * A record of zeros of a region (an empty region's initial sync, a client's WRITE_ZEROES) becomes a hole in a
+     * sparse destination file, not written zeros: a sparse or thin destination stays so where its source holds
+     * nothing. A short one, or one with data, is written; and so is every record on a file with every block
+     * allocated, which keeps its space reserved.
      */
     @Test
-    void shouldDeallocateTheRangeOfALongRecordOfZeros() throws Exception
+    void shouldDeallocateTheRangeOfARegionOfZerosInASparseFile() throws Exception
+    {
+        final byte[] data = new byte[SIZE - REGION];
+        new Random(7).nextBytes(data);
+        reopenOver(data); // Old data, and a hole in the last region.
+        applyZerosDataAndShortZeros();
+        assertEquals(REGION, group.bytesDeallocated());
+
+        final byte[] expected = Arrays.copyOf(data, SIZE);
+        Arrays.fill(expected, 0, REGION, (byte)0);
+        Arrays.fill(expected, REGION, 2 * REGION, (byte)1);
+        Arrays.fill(expected, 2 * REGION, 2 * REGION + 4096, (byte)0);
+        assertTrue(Arrays.equals(expected, Files.readAllBytes(dir.resolve("volume"))), "not what the records say");
+        assertEquals(List.of(List.of(0L, (long)REGION), List.of((long)SIZE - REGION, (long)SIZE)), holes(),
+            "only the region of zeros (and the hole it had) are holes");
+    }
+
+    @Test
+    void shouldWriteTheZerosOnAFileWithEveryBlockAllocated() throws Exception
     {
         final byte[] data = new byte[SIZE];
-        new Random(7).nextBytes(data);
+        new Random(8).nextBytes(data);
+        reopenOver(data);
+        applyZerosDataAndShortZeros();
+        assertEquals(0, group.bytesDeallocated());
+        assertEquals(List.of(), holes(), "a fully allocated destination lost blocks");
+    }
+
+    /** The daemon restarts over a volume file of these bytes, extended with a hole to its size. */
+    private void reopenOver(final byte[] data) throws IOException
+    {
         reopen(() ->
         {
             try
             {
                 Files.write(dir.resolve("volume"), data);
+                try (RandomAccessFile file = new RandomAccessFile(dir.resolve("volume").toFile(), "rw"))
+                {
+                    file.setLength(SIZE); // A hole, no block allocated.
+                }
             }
             catch (final IOException ex)
             {
                 throw new java.io.UncheckedIOException(ex);
             }
         });
-        final int length = DestinationGroup.ZERO_APPLY_LENGTH;
-        final ByteBuffer zeros = ByteBuffer.allocate(length);
-        final ByteBuffer ones = ByteBuffer.allocate(length);
-        Arrays.fill(ones.array(), (byte)1);
+    }
 
-        assertTrue(log.tryAppend(++lsn, 0, 0, SourceGroup.RECORD_RESYNC, zeros, 0, length) >= 0);
-        assertTrue(log.tryAppend(++lsn, 0, length, 0, ones, 0, length) >= 0);
-        assertTrue(log.tryAppend(++lsn, 0, 2L * length, 0, zeros, 0, 4096) >= 0);
+    /** A region of zeros (a resync record), a region of ones, 4 KiB of zeros, applied and forced. */
+    private void applyZerosDataAndShortZeros()
+    {
+        final ByteBuffer zeros = ByteBuffer.allocate(REGION);
+        final ByteBuffer ones = ByteBuffer.allocate(REGION);
+        Arrays.fill(ones.array(), (byte)1);
+        assertTrue(log.tryAppend(++lsn, 0, 0, SourceGroup.RECORD_RESYNC, zeros, 0, REGION) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, REGION, 0, ones, 0, REGION) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, 2L * REGION, 0, zeros, 0, 4096) >= 0);
         log.forceRecords();
         while (group.appliedLsn() < lsn)
         {
             group.doWork();
         }
         assertNull(group.failure());
-        assertEquals(length, group.bytesDeallocated());
         settle();
+    }
 
-        final byte[] after = Files.readAllBytes(dir.resolve("volume"));
-        final byte[] expected = data.clone();
-        Arrays.fill(expected, 0, length, (byte)0);
-        Arrays.fill(expected, length, 2 * length, (byte)1);
-        Arrays.fill(expected, 2 * length, 2 * length + 4096, (byte)0);
-        assertTrue(Arrays.equals(expected, after), "the volume does not hold what the records say");
-        final List<long[]> holes = new ArrayList<>();
+    /** The volume file's ranges with no block allocated (FIEMAP). */
+    private List<List<Long>> holes()
+    {
+        final List<List<Long>> holes = new ArrayList<>();
         final int fd = Libc.open(dir.resolve("volume").toString(), Libc.O_RDONLY);
         try
         {
-            Libc.unwrittenRanges(fd, SIZE, (start, end) -> holes.add(new long[] {start, end}));
+            Libc.unwrittenRanges(fd, SIZE, (start, end) -> holes.add(List.of(start, end)));
         }
         finally
         {
             Libc.close(fd);
         }
-        assertEquals(1, holes.size(), () -> "holes: " + holes.stream().map(Arrays::toString).toList());
-        assertEquals(0, holes.get(0)[0]);
-        assertEquals(length, holes.get(0)[1], "only the long record of zeros is a hole");
+        return holes;
     }
 }
