@@ -13,6 +13,8 @@ import org.agrona.concurrent.status.AtomicCounter;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.cnc.SystemCounter;
+import io.blockmover.io.Volume;
+import io.blockmover.io.ZeroCheck;
 import io.blockmover.protocol.FrameType;
 
 /**
@@ -37,6 +39,7 @@ public final class Writer implements Agent
     private final CRC32C crc32c = new CRC32C();
     private final long[] batchAcks = new long[MAX_BATCH];
     private final UnsafeBuffer message = new UnsafeBuffer(new byte[16]);
+    private final ZeroCheck zeroCheck = new ZeroCheck();
     private final AtomicCounter chunksWritten;
     private final AtomicCounter forces;
     private int batchAckCount;
@@ -59,6 +62,21 @@ public final class Writer implements Agent
     public String roleName()
     {
         return "writer-" + Integer.toHexString(session.sessionId);
+    }
+
+    /**
+     * A chunk of zeros becomes a hole where the destination deallocates (a sparse file, a block device: a thin
+     * volume stays thin where the source holds nothing); otherwise, and for any other chunk, it is written.
+     */
+    private void writeOrDeallocate(final long position, final ByteBuffer slot, final int length) throws IOException
+    {
+        final Volume volume = session.volume;
+        if (ZeroCheck.worthChecking(volume, position, length) && zeroCheck.isAllZeros(slot.clear().limit(length)) &&
+            volume.deallocate(position, length))
+        {
+            return;
+        }
+        volume.write(position, slot, length);
     }
 
     @Override
@@ -94,7 +112,7 @@ public final class Writer implements Agent
                 {
                     case SlotEvent.WRITE ->
                     {
-                        session.volume.write(event.index * session.chunkLength, slot, event.length);
+                        writeOrDeallocate(event.index * session.chunkLength, slot, event.length);
                         batchAcks[batchAckCount++] = event.index;
                         chunksWritten.incrementRelease();
                     }

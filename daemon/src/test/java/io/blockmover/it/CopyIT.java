@@ -61,6 +61,29 @@ class CopyIT
         assertEquals(size, Files.size(target), "the copy must not grow the destination");
     }
 
+    /**
+     * A copy onto a sparse destination leaves holes where the source holds zeros, and writes the rest: written,
+     * the zeros filled a sparse file, or a thin volume, to its whole size.
+     */
+    @Test
+    void shouldLeaveHolesInASparseDestinationWhereTheSourceHoldsZeros() throws Exception
+    {
+        final long size = 64L * MIB;
+        final Path source = Volumes.zeros(testbed.dir.resolve("sparse-src.img"), size);
+        Volumes.patch(source, 5 * MIB, (int)MIB, (byte)0x42);
+        final Path target = Volumes.zeros(testbed.dir.resolve("sparse-dst.img"), size);
+        for (long at = 16 * MIB; at < 48 * MIB; at += MIB)
+        {
+            Volumes.patch(target, at, (int)MIB, (byte)0x24); // Old data, to be zeroed.
+        }
+
+        testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--verify").expect(0);
+        assertNull(Volumes.firstDifference(source, target, size));
+        final long allocated = Long.parseLong(Run.of(30, java.util.List.of("stat", "-c", "%b", target.toString()))
+            .expect(0).stdout().trim()) * 512;
+        assertTrue(allocated <= 4 * MIB, "the destination holds " + allocated + " bytes allocated for 1 MiB of data");
+    }
+
     @Test
     void shouldReportTheJobAsJsonForScripts() throws Exception
     {

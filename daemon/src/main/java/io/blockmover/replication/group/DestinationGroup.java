@@ -18,6 +18,7 @@ import org.agrona.concurrent.NanoClock;
 
 import io.blockmover.buffer.Slab;
 import io.blockmover.io.Volume;
+import io.blockmover.io.ZeroCheck;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.verify.DestinationVerifier;
 import io.blockmover.replication.verify.VerifyRecord;
@@ -47,8 +48,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
      * bookkeeping, the write-back at the next force, and the drop of the pages after it.
      */
     static final int DIRECT_APPLY_LENGTH = 256 * 1024;
-    /** Records of zeros this long or longer are applied by deallocating their range (Volume#deallocate). */
-    static final int ZERO_APPLY_LENGTH = 64 * 1024;
 
     // For VERIFY records: the region read back (O_DIRECT, so aligned) to be digested. For long records: their
     // aligned copy.
@@ -78,8 +77,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     private volatile long recordsApplied;
     // Bytes of records of zeros applied by deallocating their range (Volume#deallocate), not by writing them.
     private volatile long bytesDeallocated;
-    // Zeros to compare long records with, a piece at a time (isAllZeros).
-    private final ByteBuffer zeroPiece = ByteBuffer.allocateDirect(64 * 1024);
+    private final ZeroCheck zeroCheck = new ZeroCheck();
     private volatile String failure;
     // A record damaged in this log (0: none): it and every record after it are dropped once the session is closed.
     private volatile long damagedLsn;
@@ -962,8 +960,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         // A region of zeros (an empty region's initial sync, a client's WRITE_ZEROES): written, it filled a thin or
         // sparse destination where its source holds nothing. Only records of a region or more: the compare would
         // cost every short random write, and a hole of a few KiB saves little. Random data differs at once.
-        final boolean zeros = length >= ZERO_APPLY_LENGTH && ApplyBatch.aligned(offset, length) &&
-            volumes[vol].canDeallocate() && isAllZeros(payload);
+        final boolean zeros = ZeroCheck.worthChecking(volumes[vol], offset, length) && zeroCheck.isAllZeros(payload);
         final boolean batched = !zeros && batch != null && ApplyBatch.batchable(directFd, offset, length);
         if (batch != null && (batched ? batch.mustDrainBefore(vol, offset, length) : batch.count() > 0))
         {
@@ -1050,34 +1047,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
         if (batch != null)
         {
             batch.clear();
-        }
-    }
-
-    /**
-     * @return whether the payload (between its position and limit) is all zeros; its position and limit stay. A
-     *     vectorized compare with zeros, a piece at a time, allocating nothing; random data differs at once.
-     */
-    private boolean isAllZeros(final ByteBuffer payload)
-    {
-        final int start = payload.position();
-        final int end = payload.limit();
-        try
-        {
-            for (int at = start; at < end; at += zeroPiece.capacity())
-            {
-                final int n = Math.min(zeroPiece.capacity(), end - at);
-                payload.limit(at + n).position(at);
-                zeroPiece.clear().limit(n);
-                if (payload.mismatch(zeroPiece) != -1)
-                {
-                    return false;
-                }
-            }
-            return true;
-        }
-        finally
-        {
-            payload.limit(end).position(start);
         }
     }
 
