@@ -114,56 +114,28 @@ public final class Libc
         void found(long start, long end);
     }
 
-    /**
-     * @param fd  a descriptor of the file.
-     * @param end where to stop.
-     * @return whether the file has a hole within [0, end): a range with no blocks allocated (an unwritten extent,
-     *     as fallocate leaves, is allocated).
-     * @throws LastErrorException with the errno (EOPNOTSUPP where the file system has no FIEMAP).
-     */
-    public static boolean hasHole(final int fd, final long end)
+    /** Told each extent of a file by {@link #walkExtents}, in order. */
+    @FunctionalInterface
+    private interface ExtentVisitor
     {
-        final long[] map = new long[FIEMAP_HEADER_LONGS + FIEMAP_BATCH * FIEMAP_EXTENT_LONGS];
-        long next = 0;
-        while (next < end)
-        {
-            Arrays.fill(map, 0);
-            map[0] = next;
-            map[1] = end - next;
-            map[3] = FIEMAP_BATCH;
-            ioctl(fd, FS_IOC_FIEMAP, map);
-            final int mapped = (int)(map[2] >>> 32);
-            if (mapped == 0)
-            {
-                return true; // Nothing allocated from next on.
-            }
-            for (int i = 0; i < mapped; i++)
-            {
-                final int at = FIEMAP_HEADER_LONGS + i * FIEMAP_EXTENT_LONGS;
-                if (map[at] > next)
-                {
-                    return true;
-                }
-                next = Math.max(next, map[at] + map[at + 2]);
-                if ((map[at + 5] & FIEMAP_EXTENT_LAST) != 0)
-                {
-                    return next < end;
-                }
-            }
-        }
-        return false;
+        /**
+         * @param seen    where the extents before this one end: a hole from there if less than logical.
+         * @param logical the extent's first byte in the file.
+         * @param length  its bytes.
+         * @param flags   its fe_flags.
+         * @return whether to go on to the next extent.
+         */
+        boolean extent(long seen, long logical, long length, long flags);
     }
 
     /**
-     * Finds the ranges of a file, within [0, end), whose blocks are not written (FS_IOC_FIEMAP, which reads the
-     * file system's extents, not the page cache as lseek's SEEK_HOLE does).
+     * Walks a file's extents within [0, end) (FS_IOC_FIEMAP, which reads the file system's extents, not the page
+     * cache as lseek's SEEK_HOLE does), a batch per call, until the last one or the visitor stops.
      *
-     * @param fd    a descriptor of the file.
-     * @param end   where to stop.
-     * @param found told each range.
+     * @return where the extents seen end: a hole from there to {@code end} if less.
      * @throws LastErrorException with the errno (EOPNOTSUPP where the file system has no FIEMAP).
      */
-    public static void unwrittenRanges(final int fd, final long end, final UnwrittenRange found)
+    private static long walkExtents(final int fd, final long end, final int fiemapFlags, final ExtentVisitor visitor)
     {
         // struct fiemap (32 bytes) then struct fiemap_extent (56 bytes) each, little-endian words.
         final long[] map = new long[FIEMAP_HEADER_LONGS + FIEMAP_BATCH * FIEMAP_EXTENT_LONGS];
@@ -174,7 +146,7 @@ public final class Libc
             Arrays.fill(map, 0);
             map[0] = next;                         // fm_start
             map[1] = end - next;                   // fm_length
-            map[2] = FIEMAP_FLAG_SYNC;             // fm_flags; fm_mapped_extents is the upper half
+            map[2] = fiemapFlags;                  // fm_flags; fm_mapped_extents is the upper half
             map[3] = FIEMAP_BATCH;                 // fm_extent_count
             ioctl(fd, FS_IOC_FIEMAP, map);
             final int mapped = (int)(map[2] >>> 32);
@@ -188,21 +160,56 @@ public final class Libc
                 final long logical = map[at];
                 final long length = map[at + 2];
                 final long flags = map[at + 5] & 0xffffffffL;
-                if (logical > next)
+                if (!visitor.extent(next, logical, length, flags))
                 {
-                    found.found(next, Math.min(logical, end)); // A hole.
-                }
-                if ((flags & FIEMAP_EXTENT_NOT_WRITTEN) != 0)
-                {
-                    found.found(Math.max(logical, next), Math.min(logical + length, end));
+                    return next;
                 }
                 next = Math.max(next, logical + length);
                 last = (flags & FIEMAP_EXTENT_LAST) != 0;
             }
         }
-        if (next < end)
+        return next;
+    }
+
+    /**
+     * @param fd  a descriptor of the file.
+     * @param end where to stop.
+     * @return whether the file has a hole within [0, end): a range with no blocks allocated (an unwritten extent,
+     *     as fallocate leaves, is allocated).
+     * @throws LastErrorException with the errno (EOPNOTSUPP where the file system has no FIEMAP).
+     */
+    public static boolean hasHole(final int fd, final long end)
+    {
+        // Stopped at a hole before an extent, or the extents end short of end.
+        return walkExtents(fd, end, 0, (seen, logical, length, flags) -> logical <= seen) < end;
+    }
+
+    /**
+     * Finds the ranges of a file, within [0, end), whose blocks are not written, from its extents (see
+     * {@link #walkExtents}), its dirty pages written out first.
+     *
+     * @param fd    a descriptor of the file.
+     * @param end   where to stop.
+     * @param found told each range.
+     * @throws LastErrorException with the errno (EOPNOTSUPP where the file system has no FIEMAP).
+     */
+    public static void unwrittenRanges(final int fd, final long end, final UnwrittenRange found)
+    {
+        final long through = walkExtents(fd, end, FIEMAP_FLAG_SYNC, (seen, logical, length, flags) ->
         {
-            found.found(next, end); // A hole to the end.
+            if (logical > seen)
+            {
+                found.found(seen, Math.min(logical, end)); // A hole.
+            }
+            if ((flags & FIEMAP_EXTENT_NOT_WRITTEN) != 0)
+            {
+                found.found(Math.max(logical, seen), Math.min(logical + length, end));
+            }
+            return true;
+        });
+        if (through < end)
+        {
+            found.found(through, end); // A hole to the end.
         }
     }
 
