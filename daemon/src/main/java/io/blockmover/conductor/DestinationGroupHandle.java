@@ -838,7 +838,7 @@ final class DestinationGroupHandle
         final Object id = testMountId;
         try
         {
-            if (!testMount.tryFinish(nowNs, conductor.ctx().nodeName()))
+            if (!testMount.tryFinish(nowNs))
             {
                 return false;
             }

@@ -49,6 +49,7 @@ final class TestMount
     private final ExportRegistry exports;
     private final Path dir;
     private final List<String> exportNames = new ArrayList<>();
+    private final String node;
     private final long fromLsn;
     private final long requestedNs;
     private long progressLsn;
@@ -58,8 +59,9 @@ final class TestMount
     private long mountedAtMs;
 
     private TestMount(final GroupConfig config, final DestinationGroup group, final GroupSnapshot snapshot,
-        final ExportRegistry exports, final Path dir, final long fromLsn, final long nowNs)
+        final ExportRegistry exports, final Path dir, final String node, final long fromLsn, final long nowNs)
     {
+        this.node = node;
         this.config = config;
         this.group = group;
         this.snapshot = snapshot;
@@ -116,7 +118,7 @@ final class TestMount
         // Freeze: the applier arms the views between two records, once through fromLsn; from then on it preserves
         // before it writes.
         group.requestHook(snapshot, fromLsn);
-        return new TestMount(config, group, snapshot, exports, dir, fromLsn, nowNs);
+        return new TestMount(config, group, snapshot, exports, dir, node, fromLsn, nowNs);
     }
 
     /**
@@ -124,11 +126,10 @@ final class TestMount
      * {@link #STALL_NS}: a hung or failing volume, which 'group status' names.
      *
      * @param nowNs now.
-     * @param node  this host's name, for messages.
      * @return whether the views are served now; false while the applier has not reached the LSN asked for.
      * @throws BlockmoverException when the mount cannot be made; it is abandoned then, its files removed.
      */
-    boolean tryFinish(final long nowNs, final String node)
+    boolean tryFinish(final long nowNs)
     {
         if (mounted)
         {

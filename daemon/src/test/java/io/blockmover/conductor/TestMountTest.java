@@ -124,13 +124,13 @@ class TestMountTest
         append();
         final TestMount mount = begin(0);
         runApplier();
-        assertFalse(mount.tryFinish(1, "site-b"), "served before the applier applied the held records");
+        assertFalse(mount.tryFinish(1), "served before the applier applied the held records");
         assertNull(exports.find("g-test/src"));
         assertEquals(3, mount.fromLsn());
 
         group.forceLog();
         runApplier();
-        assertTrue(mount.tryFinish(2, "site-b"));
+        assertTrue(mount.tryFinish(2));
         assertEquals(3, mount.lsn());
         assertNotNull(exports.find("g-test/src"));
         dismountWhileTheApplierRuns(mount);
@@ -144,9 +144,9 @@ class TestMountTest
         append();
         final TestMount mount = begin(0);
         runApplier();
-        assertFalse(mount.tryFinish(TestMount.STALL_NS - 1, "site-b"));
+        assertFalse(mount.tryFinish(TestMount.STALL_NS - 1));
         final BlockmoverException ex = assertThrows(BlockmoverException.class,
-            () -> mount.tryFinish(TestMount.STALL_NS + 1, "site-b"));
+            () -> mount.tryFinish(TestMount.STALL_NS + 1));
         assertEquals(ErrorCode.BUSY, ex.code());
         assertTrue(ex.getMessage().contains("applied nothing of its log for 30 s") &&
             ex.getMessage().contains("applied LSN 1 of the 2"), ex.getMessage());
@@ -168,9 +168,9 @@ class TestMountTest
         // The first of the two records was durable: applied just before the stall time, the clock starts again.
         runApplier();
         assertEquals(2, group.appliedLsn());
-        assertFalse(mount.tryFinish(TestMount.STALL_NS - 1, "site-b"));
-        assertFalse(mount.tryFinish(2 * TestMount.STALL_NS - 2, "site-b"));
-        assertThrows(BlockmoverException.class, () -> mount.tryFinish(2 * TestMount.STALL_NS, "site-b"));
+        assertFalse(mount.tryFinish(TestMount.STALL_NS - 1));
+        assertFalse(mount.tryFinish(2 * TestMount.STALL_NS - 2));
+        assertThrows(BlockmoverException.class, () -> mount.tryFinish(2 * TestMount.STALL_NS));
     }
 
     @Test
