@@ -1392,6 +1392,7 @@ final class Groups implements AutoCloseable
         opened.put("verify", true);
         opened.put("settings", true);
         opened.put("progress", true);
+        opened.put("zero_records", true);
         try
         {
             channel.sendJson(FrameType.OPENED, sessionId, opened);

@@ -830,6 +830,7 @@ final class SourceGroupHandle
         partnerLogSize = opened.get("log_size") instanceof Number n ? n.longValue() : 0;
         partnerLogResizeError = opened.get("log_resize_error") instanceof String error ? error : null;
         final boolean partnerTakesProgress = Boolean.TRUE.equals(opened.get("progress"));
+        final boolean partnerTakesZeroRecords = Boolean.TRUE.equals(opened.get("zero_records"));
         final int sessionId = dialer.sessionId();
         final FrameConnection connection = dialer.takeConnection();
         final RecordLog log = group.log();
@@ -871,6 +872,10 @@ final class SourceGroupHandle
         if (partnerTakesProgress)
         {
             shipper.sendProgress();
+        }
+        if (partnerTakesZeroRecords)
+        {
+            shipper.sendZeroRecords();
         }
         if (config.mode == GroupMode.ASYNC)
         {

@@ -15,11 +15,13 @@ import org.agrona.BufferUtil;
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.NanoClock;
+import org.agrona.concurrent.UnsafeBuffer;
 
 import io.blockmover.buffer.Slab;
 import io.blockmover.io.Volume;
 import io.blockmover.io.ZeroCheck;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.log.ZeroRecord;
 import io.blockmover.replication.verify.DestinationVerifier;
 import io.blockmover.replication.verify.VerifyRecord;
 
@@ -52,6 +54,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
     // For VERIFY records: the region read back (O_DIRECT, so aligned) to be digested. For long records: their
     // aligned copy.
     private final ByteBuffer buffer;
+    private final UnsafeBuffer bufferView;
     /** Short aligned records on their way to the volumes, written together; null: all through the page cache. */
     private final ApplyBatch batch;
     // The record a failure names: the cursor's, or the batched one whose write failed.
@@ -161,6 +164,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         this.cursor.position(log.headPosition());
         this.applyingFrom = log.headPosition();
         this.buffer = BufferUtil.allocateDirectAligned(log.maxRecordLength(), Slab.ALIGNMENT);
+        this.bufferView = new UnsafeBuffer(buffer);
         this.batch = ApplyBatch.openOrNull();
         this.unforced = new boolean[volumes.length];
         this.appliedLsn = log.headLsn() - 1;
@@ -790,7 +794,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             final int vol = records.volume();
             if (vol < 0 || vol >= volumes.length || records.offset() < 0 ||
-                records.offset() + records.length() > config.volumes.get(vol).size)
+                records.offset() >= config.volumes.get(vol).size)
             {
                 return null;
             }
@@ -798,8 +802,10 @@ public final class DestinationGroup implements Agent, AutoCloseable
             {
                 regions[vol] = new java.util.BitSet();
             }
+            final long end = Math.min(config.volumes.get(vol).size,
+                records.offset() + Math.max(ZeroRecord.volumeLength(records, log.maxRecordLength()), 1));
             final int first = (int)(records.offset() / config.regionLength);
-            final int last = (int)((records.offset() + Math.max(records.length(), 1) - 1) / config.regionLength);
+            final int last = (int)((end - 1) / config.regionLength);
             regions[vol].set(first, last + 1);
         }
         final List<long[]> ranges = new java.util.ArrayList<>();
@@ -955,12 +961,16 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         final int vol = cursor.volume();
         final long offset = cursor.offset();
-        final int length = cursor.length();
+        final boolean zeroRecord = ZeroRecord.isZeroes(cursor.flags());
+        // A zero record's length was checked on arrival (GroupReceiver) and its payload's CRC just now.
+        final int length = zeroRecord ? (int)ZeroRecord.decode(payload) : cursor.length();
         final int directFd = volumes[vol].directFd();
         // A region of zeros (an empty region's initial sync, a client's WRITE_ZEROES): written, it filled a thin or
         // sparse destination where its source holds nothing. Only records of a region or more: the compare would
-        // cost every short random write, and a hole of a few KiB saves little. Random data differs at once.
-        final boolean zeros = ZeroCheck.worthChecking(volumes[vol], offset, length) && zeroCheck.isAllZeros(payload);
+        // cost every short random write, and a hole of a few KiB saves little. Random data differs at once. A
+        // source of an older version sends the zeros themselves rather than a zero record.
+        final boolean zeros = zeroRecord ||
+            ZeroCheck.worthChecking(volumes[vol], offset, length) && zeroCheck.isAllZeros(payload);
         final boolean batched = !zeros && batch != null && ApplyBatch.batchable(directFd, offset, length);
         if (batch != null && (batched ? batch.mustDrainBefore(vol, offset, length) : batch.count() > 0))
         {
@@ -986,9 +996,13 @@ public final class DestinationGroup implements Agent, AutoCloseable
             batch.add(vol, directFd, offset, payload, cursor.position(), cursor.lsn(), resync, startNs);
             return;
         }
-        if (zeros && volumes[vol].deallocate(offset, length))
+        if (zeros && ZeroCheck.worthChecking(volumes[vol], offset, length) && volumes[vol].deallocate(offset, length))
         {
             bytesDeallocated += length;
+        }
+        else if (zeroRecord)
+        {
+            writeZeros(vol, offset, length);
         }
         else if (length >= DIRECT_APPLY_LENGTH && ApplyBatch.aligned(offset, length))
         {
@@ -1004,6 +1018,24 @@ public final class DestinationGroup implements Agent, AutoCloseable
             volumes[vol].writeBuffered(offset, payload);
         }
         applied(vol, length, cursor.position(), cursor.lsn(), resync, startNs, clock.nanoTime());
+    }
+
+    /**
+     * Writes a zero record's zeros where its range is not deallocated: from the apply buffer, cleared for it (a
+     * region's memset is far cheaper than the write), with O_DIRECT where it is aligned, else to the page cache.
+     */
+    private void writeZeros(final int vol, final long offset, final int length) throws IOException
+    {
+        bufferView.setMemory(0, length, (byte)0);
+        buffer.clear().limit(length);
+        if (ApplyBatch.aligned(offset, length))
+        {
+            volumes[vol].write(offset, buffer, length);
+        }
+        else
+        {
+            volumes[vol].writeBuffered(offset, buffer);
+        }
     }
 
     /**

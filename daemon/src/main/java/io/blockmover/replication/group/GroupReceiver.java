@@ -15,6 +15,7 @@ import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.log.ZeroRecord;
 import io.blockmover.replication.verify.VerifyRecord;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
@@ -111,6 +112,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     private volatile long recordsReceived;
     private volatile boolean sleeping;
     private final AtomicCounter crcErrors;
+    private final java.util.zip.CRC32C zeroCrc = new java.util.zip.CRC32C();
     private final AtomicCounter frameErrors;
 
     /**
@@ -428,9 +430,9 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             final int vol = receiveHeader.volumeId();
             final long offset = receiveHeader.offset();
             final int length = receiveHeader.payloadLength();
-            if (vol < 0 || vol >= group.volumeCount() || offset < 0 || length <= 0 ||
-                offset + length > group.volumeSize(vol) ||
-                (offset % 4096 != 0) || (length % 4096 != 0 && offset + length != group.volumeSize(vol) &&
+            if (ZeroRecord.isZeroes((int)receiveHeader.aux()) ? length != ZeroRecord.PAYLOAD_LENGTH ||
+                !withinVolumes(vol, offset, 1) : !withinVolumes(vol, offset, length) ||
+                (length % 4096 != 0 && offset + length != group.volumeSize(vol) &&
                 (receiveHeader.aux() & VerifyRecord.RECORD_VERIFY) == 0))
             {
                 throw refuse("record LSN " + lsn + " for volume " + vol + " at " + offset + "+" + length +
@@ -460,6 +462,10 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         if (!connection.receivePayload(claim))
         {
             return false;
+        }
+        if (ZeroRecord.isZeroes((int)receiveHeader.aux()))
+        {
+            checkZeroRecord(claim);
         }
         claim = null;
         if ((receiveHeader.aux() & (RECORD_UNCLEAN | RECORD_CLEAN)) != 0)
@@ -508,6 +514,44 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             log.writeBehind();
         }
         return true;
+    }
+
+    /**
+     * @return whether {@code length} bytes at {@code offset} of volume {@code vol} lie inside it, 4 KiB aligned at
+     *     their start.
+     */
+    private boolean withinVolumes(final int vol, final long offset, final long length)
+    {
+        return vol >= 0 && vol < group.volumeCount() && offset >= 0 && length > 0 &&
+            offset + length <= group.volumeSize(vol) && offset % 4096 == 0;
+    }
+
+    /**
+     * A zero record's range must lie inside its volume, as a record of data must, and be no longer than a record
+     * of data may be (what a partner that does not take zero records would have been sent). One that is not,
+     * arriving undamaged, ends the session; a damaged one goes on to the CRC check, which asks for it again.
+     */
+    private void checkZeroRecord(final ByteBuffer received) throws IOException
+    {
+        final int end = received.limit();
+        received.position(end - ZeroRecord.PAYLOAD_LENGTH);
+        final long length = ZeroRecord.decode(received);
+        final int vol = receiveHeader.volumeId();
+        final long offset = receiveHeader.offset();
+        if (length > 0 && length <= log.maxRecordLength() && withinVolumes(vol, offset, length) &&
+            (length % 4096 == 0 || offset + length == group.volumeSize(vol)))
+        {
+            received.position(end);
+            return;
+        }
+        zeroCrc.reset();
+        zeroCrc.update(received);
+        received.position(end);
+        if ((int)zeroCrc.getValue() == receiveHeader.payloadCrc())
+        {
+            throw refuse("record LSN " + receiveHeader.sequence() + " for volume " + vol + ": zeros at " + offset +
+                "+" + length + " are outside the group's volumes");
+        }
     }
 
     /**

@@ -70,6 +70,7 @@ public final class GroupStatus
         // Each held its connection's later requests meanwhile: many of them at high queue depth cost throughput.
         status.put("writes_waited", group.writesWaited.get());
         status.put("regions_resent", group.regionsResent.get());
+        status.put("zero_bytes", group.zeroBytesLogged.get());
         status.put("records_resent", group.recordsResent.get());
         status.put("records_mended", group.recordsMended.get());
         final Map<String, Object> latency = new LinkedHashMap<>();

@@ -18,6 +18,7 @@ import io.blockmover.protocol.FrameType;
 import io.blockmover.ratelimit.TokenBucket;
 import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.log.ZeroRecord;
 import io.blockmover.transport.ConnectionIdleStrategy;
 import io.blockmover.transport.FrameConnection;
 
@@ -74,6 +75,11 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     // PROGRESS: only to a partner that offered to take it (progressToPartner), once a heartbeat interval.
     private boolean progressToPartner;
     private long lastProgressNs;
+    // Zero records (ZeroRecord): as they are to a partner that offered to take them; as the zeros they stand for,
+    // from zeroSource (allocated at the first), to one that did not.
+    private boolean zeroRecordsToPartner;
+    private ByteBuffer zeroSource;
+    private final java.util.zip.CRC32C zeroCrc = new java.util.zip.CRC32C();
     private long lastReceiveNs;
     private volatile boolean sleeping;
     private TokenBucket rateLimit;
@@ -158,6 +164,15 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
     {
         progressToPartner = true;
         lastProgressNs = clock.nanoTime() - heartbeatIntervalNs; // The first goes out with the first duty cycle.
+    }
+
+    /**
+     * Has the shipper send zero records as they are, to a partner that offered to take them; to any other it sends
+     * the zeros. Conductor thread, before the shipper starts.
+     */
+    public void sendZeroRecords()
+    {
+        zeroRecordsToPartner = true;
     }
 
     public SessionStatus status()
@@ -543,11 +558,19 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                         "is LSN " + sendCursor.lsn() + ", expected " + (sentLsn + 1) + " (at position " +
                         sendCursor.position() + ")");
                 }
+                int flags = sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN;
+                ByteBuffer payload = sendCursor.payload();
+                int payloadCrc = sendCursor.payloadCrc();
+                if (ZeroRecord.isZeroes(flags) && !zeroRecordsToPartner)
+                {
+                    payload = zerosFor(sendCursor);
+                    payloadCrc = (int)zeroCrc.getValue();
+                    flags &= ~RecordFlags.ZEROES;
+                }
                 if (rateLimit != null)
                 {
-                    rateLimit.consume(sendCursor.length(), nowNs);
+                    rateLimit.consume(payload.remaining(), nowNs);
                 }
-                final ByteBuffer payload = sendCursor.payload();
                 if (restartPending)
                 {
                     restartLsn = sendCursor.lsn();
@@ -558,10 +581,9 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
                     .volumeId(sendCursor.volume())
                     .sequence(sendCursor.lsn())
                     .offset(sendCursor.offset())
-                    .payloadLength(sendCursor.length())
-                    .payloadCrc(sendCursor.payloadCrc())
-                    .aux((sendCursor.flags() & ~SourceGroup.RECORD_WRITTEN) |
-                        (restartPending || sendCursor.lsn() == restartLsn ? GroupReceiver.RECORD_RESTART : 0) |
+                    .payloadLength(payload.remaining())
+                    .payloadCrc(payloadCrc)
+                    .aux(flags | (restartPending || sendCursor.lsn() == restartLsn ? GroupReceiver.RECORD_RESTART : 0) |
                         consistency | flushing)
                     .seal();
                 restartPending = false;
@@ -585,6 +607,32 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         }
         connection.uncork();
         return work;
+    }
+
+    /**
+     * The zeros a zero record stands for, as a payload for a partner that does not take zero records, their CRC in
+     * {@link #zeroCrc}. Computes the CRC each time: for a partner of an older version only.
+     */
+    private ByteBuffer zerosFor(final RecordLog.Cursor record)
+    {
+        if (zeroSource == null)
+        {
+            zeroSource = ByteBuffer.allocateDirect(log.maxRecordLength());
+        }
+        final long length = ZeroRecord.decode(record.payload());
+        final boolean damaged = length <= 0 || length > zeroSource.capacity();
+        // Our copy no longer says a length (damaged in our log): the shortest record the partner takes, under a CRC
+        // that cannot match, so that it asks for it again (NACK) and the rewind mends our copy first.
+        final int n = damaged ? (int)Math.min(io.blockmover.buffer.Slab.ALIGNMENT,
+            group.config().volumes.get(record.volume()).size - record.offset()) : (int)length;
+        final ByteBuffer zeros = zeroSource.duplicate().clear().limit(n);
+        zeroCrc.reset();
+        zeroCrc.update(zeros.duplicate());
+        if (damaged)
+        {
+            zeroCrc.update(1);
+        }
+        return zeros;
     }
 
     /**

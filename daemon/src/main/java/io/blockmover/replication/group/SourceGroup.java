@@ -26,10 +26,13 @@ import io.blockmover.frontend.nbd.WriteCompletion;
 import io.blockmover.io.BlockDevices;
 import io.blockmover.io.LinuxAio;
 import io.blockmover.io.Volume;
+import io.blockmover.io.ZeroCheck;
 import io.blockmover.replication.ActivityLog;
 import io.blockmover.replication.ConcurrentBitSet;
 import io.blockmover.replication.DirtyBitmap;
+import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.log.ZeroRecord;
 import io.blockmover.replication.verify.VerifyRecord;
 
 /**
@@ -183,6 +186,11 @@ public final class SourceGroup implements AutoCloseable
     /** By volume: whether its device flush reaches the disk the group's log is on (BlockDevices.flushCovers). */
     private final boolean[] flushCoversLog;
     final AtomicLong regionsResent = new AtomicLong();
+    /** Bytes of zeros logged (and sent) as their length only: a client's WRITE_ZEROES, a resync's empty regions. */
+    final AtomicLong zeroBytesLogged = new AtomicLong();
+    // The resyncer's: whether a region it read is empty, and the zero record that says so.
+    private final ZeroCheck resyncZeroCheck = new ZeroCheck();
+    private final ByteBuffer resyncZeroPayload = ByteBuffer.allocateDirect(ZeroRecord.PAYLOAD_LENGTH);
     /** Records the partner got damaged and asked for again (NACK). */
     final AtomicLong recordsResent = new AtomicLong();
     /** Records found damaged in this host's own log when the partner asked for them again, and mended. */
@@ -309,6 +317,14 @@ public final class SourceGroup implements AutoCloseable
             // as a destination has no WRITTEN flag.
             if ((cursor.flags() & (RECORD_WRITTEN | VerifyRecord.RECORD_VERIFY)) == 0)
             {
+                if (ZeroRecord.isZeroes(cursor.flags()))
+                {
+                    volumes[cursor.volume()].write(cursor.offset(), zeros.duplicate(),
+                        ZeroRecord.volumeLength(cursor, log.maxRecordLength()));
+                    log.markFlag(cursor.position(), RECORD_WRITTEN);
+                    replayed++;
+                    continue;
+                }
                 buffer.clear();
                 buffer.put(cursor.payload()).flip();
                 volumes[cursor.volume()].write(cursor.offset(), buffer, cursor.length());
@@ -351,6 +367,8 @@ public final class SourceGroup implements AutoCloseable
         /** The record's place in {@link #appendedTo}, or -1. */
         long position;
         RecordLog appendedTo;
+        /** The payload of a zero record ({@link ZeroRecord}), for a write of zeros. */
+        final ByteBuffer zeroPayload = ByteBuffer.allocateDirect(ZeroRecord.PAYLOAD_LENGTH);
     }
 
     /** Each worker thread's write in progress: a thread runs one write at a time. */
@@ -444,6 +462,10 @@ public final class SourceGroup implements AutoCloseable
         final int firstRegion = (int)(offset / regionLength);
         final int lastRegion = (int)((offset + length - 1) / regionLength);
         final AtomicIntegerArray counts = inflight[vol];
+        // A write of zeros logs only their length; the volume is written as for any write.
+        final boolean zeroes = ZeroRecord.isZeroes(w.recordFlags);
+        final ByteBuffer payload = zeroes ? ZeroRecord.encode(w.zeroPayload, length) : src;
+        final int payloadLength = zeroes ? ZeroRecord.PAYLOAD_LENGTH : length;
         long lsn = -1;
         long position = -1;
         boolean wasStaged = false;
@@ -507,14 +529,16 @@ public final class SourceGroup implements AutoCloseable
                 try
                 {
                     position = stage && log.stagedRecords() < staged.length ?
-                        log.stage(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length) : RecordLog.NOT_STAGED;
+                        log.stage(lastLsn + 1, vol, offset, w.recordFlags, payload, 0, payloadLength) :
+                        RecordLog.NOT_STAGED;
                     if (position == RecordLog.NOT_STAGED || position == RecordLog.NO_SPACE)
                     {
                         writeStaged();
-                        position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
+                        position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, payload, 0, payloadLength);
                         if (position < 0 && reclaimLogSpace())
                         {
-                            position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, src, 0, length);
+                            position = log.tryAppend(lastLsn + 1, vol, offset, w.recordFlags, payload, 0,
+                                payloadLength);
                         }
                     }
                     else if (position >= 0)
@@ -543,6 +567,10 @@ public final class SourceGroup implements AutoCloseable
                 if (position >= 0)
                 {
                     lsn = ++lastLsn;
+                    if (zeroes)
+                    {
+                        zeroBytesLogged.addAndGet(length);
+                    }
                     if (!wasStaged)
                     {
                         publishedLsn = lsn; // A staged record is published with its batch (writeStaged).
@@ -809,6 +837,11 @@ public final class SourceGroup implements AutoCloseable
         {
             return false;
         }
+        if (ZeroRecord.isZeroes(flags))
+        {
+            mendDamagedZeroRecord(record);
+            return true;
+        }
         final int vol = record.volume();
         final long offset = record.offset();
         final int length = record.length();
@@ -821,6 +854,23 @@ public final class SourceGroup implements AutoCloseable
         log.rewritePayload(record.position(), bytes);
         recordsMended.incrementAndGet();
         return true;
+    }
+
+    /**
+     * A zero record's payload is its length, and a damaged one no longer says it: every region the record may have
+     * covered (at most the log's longest record from its offset) is resent, and it becomes a record of the shortest
+     * range of zeros the partner takes, which that resync then overwrites (the record is sent as UNCLEAN).
+     */
+    private void mendDamagedZeroRecord(final RecordLog.Cursor record)
+    {
+        final int vol = record.volume();
+        final long offset = record.offset();
+        final long size = config.volumes.get(vol).size;
+        markForResync(vol, (int)(offset / config.regionLength),
+            (int)((Math.min(size, offset + log.maxRecordLength()) - 1) / config.regionLength));
+        final ByteBuffer payload = ByteBuffer.allocateDirect(ZeroRecord.PAYLOAD_LENGTH);
+        log.rewritePayload(record.position(), ZeroRecord.encode(payload, Math.min(Slab.ALIGNMENT, size - offset)));
+        recordsMended.incrementAndGet();
     }
 
     /**
@@ -1195,6 +1245,10 @@ public final class SourceGroup implements AutoCloseable
         try
         {
             readQuiescent(vol, region, offset, buffer, length);
+            // An empty region (most of a new thin volume's) goes as the length of its zeros, not as its zeros.
+            final boolean zeroes = resyncZeroCheck.isAllZeros(buffer.clear().limit(length));
+            final ByteBuffer payload = zeroes ? ZeroRecord.encode(resyncZeroPayload, length) : buffer;
+            final int payloadLength = zeroes ? ZeroRecord.PAYLOAD_LENGTH : length;
             // The region's dirty bit is cleared below, as its record enters the log, and the cleared bit may reach
             // the disk before the partner holds the record: a crash of this host loses the record with the log,
             // and only the activity log then says that the region must be sent again. So it is made hot first, as
@@ -1206,10 +1260,14 @@ public final class SourceGroup implements AutoCloseable
                 synchronized (appendLock)
                 {
                     writeStaged();
-                    final long position = log.tryAppend(lastLsn + 1, vol, offset, RECORD_RESYNC | RECORD_WRITTEN,
-                        buffer, 0, length);
+                    final long position = log.tryAppend(lastLsn + 1, vol, offset,
+                        RECORD_RESYNC | RECORD_WRITTEN | (zeroes ? RecordFlags.ZEROES : 0), payload, 0, payloadLength);
                     if (position >= 0)
                     {
+                        if (zeroes)
+                        {
+                            zeroBytesLogged.addAndGet(length);
+                        }
                         activity.touch(vol, (int)region, (int)region);
                         publishedLsn = ++lastLsn;
                         bitmaps[vol].bits().clear(region);
@@ -1866,7 +1924,9 @@ public final class SourceGroup implements AutoCloseable
         final RecordLog.Cursor records = log.newCursor();
         while (records.next())
         {
-            final long end = records.offset() + Math.max(records.length(), 1) - 1;
+            final int length = ZeroRecord.volumeLength(records, log.maxRecordLength());
+            final long end = Math.min(config.volumes.get(records.volume()).size,
+                records.offset() + Math.max(length, 1)) - 1;
             markForResync(records.volume(), (int)(records.offset() / config.regionLength),
                 (int)(end / config.regionLength));
         }
@@ -2286,14 +2346,15 @@ public final class SourceGroup implements AutoCloseable
         @Override
         public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
         {
-            // Replicated as ordinary records of zeros, a region at a time, so order and recovery stay the same.
+            // Replicated as records of zeros, a region at a time, so order and recovery stay the same; each record
+            // holds the length of its zeros, not the zeros (ZeroRecord), and the volume is written as ever.
             long at = offset;
             final long end = offset + length;
             while (at < end)
             {
                 final int n = (int)Math.min(end - at, zeros.capacity());
                 final ByteBuffer z = zeros.duplicate();
-                SourceGroup.this.write(index, at, z, n, false, 0, null);
+                SourceGroup.this.write(index, at, z, n, false, RecordFlags.ZEROES, null);
                 at += n;
             }
             if (fua)

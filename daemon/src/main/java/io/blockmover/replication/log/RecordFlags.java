@@ -28,6 +28,11 @@ public final class RecordFlags
      * same of an idle source; this says it of a busy one, which sends no heartbeat.
      */
     public static final int CLEAN = 32;
+    /**
+     * Wire and log: a range of zeros, not data: the payload is its length ({@link ZeroRecord}). Sent only to a
+     * partner that offered to take it; to any other the shipper sends the zeros themselves.
+     */
+    public static final int ZEROES = 64;
     /** Wire-only bits, masked off before a received record is logged. */
     public static final int WIRE_ONLY = RESTART | UNCLEAN | FLUSHING | CLEAN;
     /** Log only (source): the record's bytes reached the local volume. */

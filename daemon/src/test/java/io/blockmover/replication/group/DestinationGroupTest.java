@@ -19,8 +19,10 @@ import org.junit.jupiter.api.io.TempDir;
 
 import io.blockmover.io.Libc;
 import io.blockmover.io.Volume;
+import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.log.RecordLogDescriptor;
+import io.blockmover.replication.log.ZeroRecord;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -771,16 +773,8 @@ class DestinationGroupTest
         final byte[] data = new byte[SIZE - REGION];
         new Random(7).nextBytes(data);
         reopenOver(data); // Old data, and a hole in the last region.
-        applyZerosDataAndShortZeros();
-        assertEquals(REGION, group.bytesDeallocated());
-
-        final byte[] expected = Arrays.copyOf(data, SIZE);
-        Arrays.fill(expected, 0, REGION, (byte)0);
-        Arrays.fill(expected, REGION, 2 * REGION, (byte)1);
-        Arrays.fill(expected, 2 * REGION, 2 * REGION + 4096, (byte)0);
-        assertTrue(Arrays.equals(expected, Files.readAllBytes(dir.resolve("volume"))), "not what the records say");
-        assertEquals(List.of(List.of(0L, (long)REGION), List.of((long)SIZE - REGION, (long)SIZE)), holes(),
-            "only the region of zeros (and the hole it had) are holes");
+        applyZerosDataAndShortZeros(false);
+        assertSparseAfterZerosDataAndShortZeros(data);
     }
 
     @Test
@@ -789,9 +783,55 @@ class DestinationGroupTest
         final byte[] data = new byte[SIZE];
         new Random(8).nextBytes(data);
         reopenOver(data);
-        applyZerosDataAndShortZeros();
+        applyZerosDataAndShortZeros(false);
+        assertThickAfterZerosDataAndShortZeros(data);
+    }
+
+    /**
+     * A zero record (its payload the length of its zeros, ZeroRecord) is applied as the zeros it stands for: a
+     * hole where a region of zeros written as data would be one, the zeros written everywhere else.
+     */
+    @Test
+    void shouldApplyAZeroRecordAsTheZerosItStandsFor() throws Exception
+    {
+        final byte[] sparse = new byte[SIZE - REGION];
+        new Random(9).nextBytes(sparse);
+        reopenOver(sparse);
+        applyZerosDataAndShortZeros(true);
+        assertSparseAfterZerosDataAndShortZeros(sparse);
+
+        final byte[] thick = new byte[SIZE];
+        new Random(10).nextBytes(thick);
+        reopenOver(thick);
+        applyZerosDataAndShortZeros(true);
+        assertThickAfterZerosDataAndShortZeros(thick);
+    }
+
+    private void assertSparseAfterZerosDataAndShortZeros(final byte[] data) throws IOException
+    {
+        assertEquals(REGION, group.bytesDeallocated());
+        assertTrue(Arrays.equals(afterZerosDataAndShortZeros(data), Files.readAllBytes(dir.resolve("volume"))),
+            "not what the records say");
+        assertEquals(List.of(List.of(0L, (long)REGION), List.of((long)SIZE - REGION, (long)SIZE)), holes(),
+            "only the region of zeros (and the hole it had) are holes");
+    }
+
+    private void assertThickAfterZerosDataAndShortZeros(final byte[] data) throws IOException
+    {
         assertEquals(0, group.bytesDeallocated());
+        assertTrue(Arrays.equals(afterZerosDataAndShortZeros(data), Files.readAllBytes(dir.resolve("volume"))),
+            "not what the records say");
         assertEquals(List.of(), holes(), "a fully allocated destination lost blocks");
+    }
+
+    /** The volume's bytes once {@link #applyZerosDataAndShortZeros} applied its records over these. */
+    private static byte[] afterZerosDataAndShortZeros(final byte[] data)
+    {
+        final byte[] expected = Arrays.copyOf(data, SIZE);
+        Arrays.fill(expected, 0, REGION, (byte)0);
+        Arrays.fill(expected, REGION, 2 * REGION, (byte)1);
+        Arrays.fill(expected, 2 * REGION, 2 * REGION + 4096, (byte)0);
+        return expected;
     }
 
     /** The daemon restarts over a volume file of these bytes, extended with a hole to its size. */
@@ -814,15 +854,18 @@ class DestinationGroupTest
         });
     }
 
-    /** A region of zeros (a resync record), a region of ones, 4 KiB of zeros, applied and forced. */
-    private void applyZerosDataAndShortZeros()
+    /**
+     * A region of zeros (a resync record), a region of ones, 4 KiB of zeros, applied and forced.
+     *
+     * @param asZeroRecords whether the zeros come as zero records (their length), or as data.
+     */
+    private void applyZerosDataAndShortZeros(final boolean asZeroRecords)
     {
-        final ByteBuffer zeros = ByteBuffer.allocate(REGION);
         final ByteBuffer ones = ByteBuffer.allocate(REGION);
         Arrays.fill(ones.array(), (byte)1);
-        assertTrue(log.tryAppend(++lsn, 0, 0, SourceGroup.RECORD_RESYNC, zeros, 0, REGION) >= 0);
+        appendZeros(0, REGION, SourceGroup.RECORD_RESYNC, asZeroRecords);
         assertTrue(log.tryAppend(++lsn, 0, REGION, 0, ones, 0, REGION) >= 0);
-        assertTrue(log.tryAppend(++lsn, 0, 2L * REGION, 0, zeros, 0, 4096) >= 0);
+        appendZeros(2L * REGION, 4096, 0, asZeroRecords);
         log.forceRecords();
         while (group.appliedLsn() < lsn)
         {
@@ -830,6 +873,14 @@ class DestinationGroupTest
         }
         assertNull(group.failure());
         settle();
+    }
+
+    private void appendZeros(final long offset, final int length, final int flags, final boolean asZeroRecord)
+    {
+        final ByteBuffer payload = asZeroRecord ?
+            ZeroRecord.encode(ByteBuffer.allocate(ZeroRecord.PAYLOAD_LENGTH), length) : ByteBuffer.allocate(length);
+        assertTrue(log.tryAppend(++lsn, 0, offset, flags | (asZeroRecord ? RecordFlags.ZEROES : 0), payload, 0,
+            payload.capacity()) >= 0);
     }
 
     /** The volume file's ranges with no block allocated (FIEMAP). */

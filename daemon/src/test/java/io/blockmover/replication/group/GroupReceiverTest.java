@@ -25,6 +25,7 @@ import io.blockmover.protocol.FrameType;
 import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
 import io.blockmover.replication.log.RecordLogDescriptor;
+import io.blockmover.replication.log.ZeroRecord;
 import io.blockmover.transport.NullFrameConnection;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -329,6 +330,41 @@ class GroupReceiverTest
     }
 
     /**
+     * A zero record (its payload the length of its zeros) is logged as it came; one whose range runs past its
+     * volume ends the session as a record of data would; one damaged on the way, its length with it, is asked for
+     * again rather than taken for a range outside the volume.
+     */
+    @Test
+    void shouldLogAZeroRecordInsideItsVolumeAndAskForADamagedOneAgain() throws IOException
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
+        receiver.askForResends();
+
+        connection.zeroRecord(1, 0, MIB, false);
+        connection.zeroRecord(2, MIB, MIB, true);
+        receiver.doWork();
+        assertEquals(1, log.tailLsn());
+        assertTrue(connection.sent.contains("NACK 2"), connection.sent.toString());
+        final RecordLog.Cursor cursor = log.newCursor();
+        assertTrue(cursor.next());
+        assertEquals(RecordFlags.ZEROES, cursor.flags() & RecordFlags.ZEROES);
+        assertEquals(MIB, ZeroRecord.decode(cursor.payload()));
+
+        connection.zeroRecord(2, SIZE - MIB + 4096, MIB, false);
+        assertThrows(org.agrona.concurrent.AgentTerminationException.class, () ->
+        {
+            receiver.doWork();
+            receiver.doWork();
+        });
+        assertEquals(io.blockmover.ErrorCode.PROTOCOL_ERROR, receiver.status().code());
+        assertEquals("record LSN 2 for volume 0: zeros at " + (SIZE - MIB + 4096) + "+" + MIB + " are outside the " +
+            "group's volumes", receiver.status().message());
+        assertEquals(1, log.tailLsn());
+    }
+
+    /**
      * Hands over the frames queued with {@link #record}, each whole, and keeps the type and sequence of every
      * frame sent.
      */
@@ -369,6 +405,22 @@ class GroupReceiverTest
             }
             headers.add(new FrameHeader().reset(FrameType.RECORD).sessionId(SESSION).volumeId(0).sequence(lsn)
                 .offset(offset).payloadLength(length).payloadCrc((int)crc.getValue()).aux(flags).seal());
+            payloads.add(payload);
+        }
+
+        /** @param damaged whether the length's top byte flips after its CRC is taken. */
+        void zeroRecord(final long lsn, final long offset, final long length, final boolean damaged)
+        {
+            final ByteBuffer payload = ZeroRecord.encode(ByteBuffer.allocateDirect(ZeroRecord.PAYLOAD_LENGTH), length);
+            final CRC32C crc = new CRC32C();
+            crc.update(payload.duplicate());
+            if (damaged)
+            {
+                payload.put(7, (byte)0x40);
+            }
+            headers.add(new FrameHeader().reset(FrameType.RECORD).sessionId(SESSION).volumeId(0).sequence(lsn)
+                .offset(offset).payloadLength(ZeroRecord.PAYLOAD_LENGTH).payloadCrc((int)crc.getValue())
+                .aux(RecordFlags.ZEROES).seal());
             payloads.add(payload);
         }
 

@@ -28,7 +28,9 @@ import io.blockmover.io.Volume;
 import io.blockmover.pipeline.SessionStatus;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
+import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
+import io.blockmover.replication.log.ZeroRecord;
 import io.blockmover.replication.verify.SourceVerifier;
 import io.blockmover.replication.verify.VerifyRecord;
 import io.blockmover.replication.verify.VerifyResults;
@@ -94,6 +96,14 @@ class SourceGroupTest
         final SourceGroup g = new SourceGroup(config, dir, new Volume[] {Volume.open(volumeFile, true)}, log, false);
         g.dirty(0).clearAll();
         return g;
+    }
+
+    /** A volume of data in every region, for the group to open: a resync sends an empty region as its length only. */
+    private void writeDataVolume() throws IOException
+    {
+        final byte[] data = new byte[(int)VOLUME_SIZE];
+        new java.util.Random(5).nextBytes(data);
+        Files.write(dir.resolve("volume.img"), data);
     }
 
     private ByteBuffer pattern(final int seed, final int length)
@@ -662,6 +672,136 @@ class SourceGroupTest
     }
 
     /**
+     * A client's WRITE_ZEROES is logged as records of the length of their zeros (ZeroRecord), a region at most each,
+     * and its volume written; a resync sends an empty region so too, a region of data as data. Each took its whole
+     * length in the log (and on the link) before.
+     */
+    @Test
+    void shouldLogZerosAsTheirLengthAndWriteThemToTheVolume() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NbdExport export = group.export(0);
+        export.write(0, pattern(1, REGION), REGION, false);
+        export.write(REGION, pattern(2, REGION), REGION, false);
+        export.writeZeroes(4096, REGION + 8192, false);
+        final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
+        group.dirty(0).set(0);
+        group.dirty(0).set(3);
+        assertTrue(group.resyncRegion(0, 0, regionBuffer));
+        assertTrue(group.resyncRegion(0, 3, regionBuffer));
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        assertTrue(cursor.next());
+        assertTrue(cursor.next());
+        assertZeroRecord(cursor, 3, 4096, REGION, 0);
+        assertZeroRecord(cursor, 4, 4096 + REGION, 8192, 0);
+        assertTrue(cursor.next());
+        assertEquals(0, cursor.flags() & RecordFlags.ZEROES, "region 0 holds 4 KiB of data");
+        assertEquals(REGION, cursor.length());
+        assertZeroRecord(cursor, 6, 3L * REGION, REGION, SourceGroup.RECORD_RESYNC);
+        assertFalse(cursor.next());
+
+        assertArrayEquals(new byte[REGION + 8192], fileBytes(4096, REGION + 8192));
+        assertArrayEquals(Arrays.copyOf(bytes(pattern(1, REGION), REGION), 4096), fileBytes(0, 4096));
+        assertArrayEquals(Arrays.copyOfRange(bytes(pattern(2, REGION), REGION), 8192 + 4096, REGION),
+            fileBytes(REGION + 8192 + 4096, REGION - 8192 - 4096));
+        assertEquals(2L * REGION + 8192, group.zeroBytesLogged.get());
+    }
+
+    /** Moves the cursor to the next record and checks that it is a zero record of these. */
+    private static void assertZeroRecord(final RecordLog.Cursor cursor, final long lsn, final long offset,
+        final int length, final int flags)
+    {
+        assertTrue(cursor.next());
+        assertEquals(lsn, cursor.lsn());
+        assertEquals(offset, cursor.offset());
+        assertEquals(RecordFlags.ZEROES | flags, cursor.flags() & (RecordFlags.ZEROES | SourceGroup.RECORD_RESYNC));
+        assertEquals(ZeroRecord.PAYLOAD_LENGTH, cursor.length());
+        assertTrue(cursor.verifyPayload());
+        assertEquals(length, ZeroRecord.decode(cursor.payload()));
+    }
+
+    /**
+     * A partner that offered to take zero records gets them as they are; any other (an older version) gets the
+     * zeros they stand for, as a record of data under the same LSN.
+     */
+    @Test
+    void shouldSendZeroRecordsOnlyToAPartnerThatTakesThemAndTheirZerosToAnyOther() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        group.export(0).writeZeroes(2L * REGION, REGION, false);
+
+        final NackingPartner older = new NackingPartner();
+        Shipper shipper = new Shipper(group, older, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals("[1 crc-ok]", describeSent(older.sent));
+        assertEquals(0, older.sent.get(0)[1] & RecordFlags.ZEROES);
+        assertArrayEquals(new byte[REGION], older.payloads.get(0));
+        shipper.onClose();
+
+        final NackingPartner newer = new NackingPartner();
+        shipper = new Shipper(group, newer, 2, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.sendZeroRecords();
+        shipper.onStart();
+        shipper.doWork();
+        assertEquals("[1 crc-ok]", describeSent(newer.sent));
+        assertEquals(RecordFlags.ZEROES, newer.sent.get(0)[1] & RecordFlags.ZEROES);
+        assertEquals(REGION, ZeroRecord.decode(ByteBuffer.wrap(newer.payloads.get(0))));
+        shipper.onClose();
+    }
+
+    /**
+     * A zero record damaged in this host's own log no longer says its length: the partner's NACK mends it into a
+     * record of 4 KiB of zeros and every region it may have covered is resent. To a partner of an older version
+     * the damaged record still goes with a CRC that fails, so that it asks for it again.
+     */
+    @Test
+    void shouldMendAZeroRecordDamagedInItsOwnLogAndResendEveryRegionItMayHaveCovered() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        final NackingPartner older = new NackingPartner();
+        final Shipper shipper =
+            new Shipper(group, older, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        group.export(0).writeZeroes(REGION + 8192, REGION, false);
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        assertTrue(cursor.next());
+        final ByteBuffer inLog = cursor.payload();
+        inLog.put(inLog.position() + 2, (byte)(inLog.get(inLog.position() + 2) ^ 1));
+        shipper.doWork();
+        assertEquals("[1 crc-bad]", describeSent(older.sent));
+
+        older.sent.clear();
+        older.payloads.clear();
+        older.nack(1);
+        shipper.doWork();
+        assertEquals("[1 unclean crc-ok]", describeSent(older.sent));
+        assertArrayEquals(new byte[4096], older.payloads.get(0));
+        assertEquals(1, group.recordsMended.get());
+        assertEquals(2, group.dirtyRegions(), "regions 1 and 2, which the record covered");
+        assertTrue(group.dirty(0).get(1) && group.dirty(0).get(2));
+        shipper.onClose();
+    }
+
+    /** A zero record whose volume write may not have happened is replayed as the zeros it stands for. */
+    @Test
+    void shouldReplayAZeroRecordWhoseVolumeWriteMayNotHaveHappened() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20);
+        group.export(0).write(REGION, pattern(4, REGION), REGION, false);
+        final ByteBuffer payload = ZeroRecord.encode(ByteBuffer.allocate(ZeroRecord.PAYLOAD_LENGTH), 8192);
+        assertTrue(group.log().tryAppend(2, 0, REGION + 4096, RecordFlags.ZEROES, payload, 0, payload.capacity()) >= 0);
+        group.close();
+        group = open(GroupMode.ASYNC, 1L << 20);
+        assertEquals(1, group.replayUnwritten());
+        assertArrayEquals(new byte[8192], fileBytes(REGION + 4096, 8192));
+        assertArrayEquals(Arrays.copyOf(bytes(pattern(4, REGION), REGION), 4096), fileBytes(REGION, 4096));
+        assertEquals(0, group.replayUnwritten(), "replayed once, then marked written");
+    }
+
+    /**
      * A region that cannot be read (here: past the end of a file truncated under the group) holds the resync until
      * a retry, 2 s later, reads it; it used to stop the resync for good, until the daemon restarted.
      */
@@ -710,6 +850,7 @@ class SourceGroupTest
         try
         {
             final long logSize = 1L << 20;
+            writeDataVolume();
             group = open(GroupMode.SYNC, logSize, RecordLog.open(small.dir().resolve("log"), logSize, REGION,
                 (int)logSize));
             group.linked(() -> { });
@@ -1634,6 +1775,7 @@ class SourceGroupTest
     @Test
     void shouldReleaseWhatThePartnerHeldFromAnEarlierSessionSoAResyncWaitingForRoomGoesOn() throws IOException
     {
+        writeDataVolume();
         group = open(GroupMode.SYNC, 1L << 20);
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
         final int region = resyncEveryRegionUntilRefused(regionBuffer);
@@ -1660,6 +1802,7 @@ class SourceGroupTest
     @Test
     void shouldLeaveHalfTheLogToClientWritesWhileResyncing() throws IOException
     {
+        writeDataVolume();
         group = open(GroupMode.SYNC, 1L << 20);
         final ByteBuffer regionBuffer = BufferUtil.allocateDirectAligned(REGION, Slab.ALIGNMENT);
         final int region = resyncEveryRegionUntilRefused(regionBuffer);
