@@ -92,6 +92,8 @@ public final class GroupCounters implements AutoCloseable
         set(GroupMetric.ACTIVITY_REGIONS, -1, -1, status.get("activity_regions"), 1);
         set(GroupMetric.RECORDS_MENDED, -1, -1, status.get("records_mended"), 1);
         set(GroupMetric.WRITES_WAITED, -1, -1, status.get("writes_waited"), 1);
+        set(GroupMetric.ZERO_BYTES, -1, -1, status.get("zero_bytes"), 1);
+        set(GroupMetric.DEALLOCATED_BYTES, -1, -1, status.get("bytes_deallocated"), 1);
         set(GroupMetric.RECORDS_DROPPED, -1, -1, status.get("records_dropped"), 1);
         if (status.get("volumes") instanceof List<?> volumes)
         {

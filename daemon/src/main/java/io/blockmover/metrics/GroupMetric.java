@@ -56,7 +56,11 @@ public enum GroupMetric
         "FLUSHes that needed the source's log durable and got it from the volume's own device flush (one disk)."),
     WRITES_WAITED(32, "writes_waited_total", Kind.COUNTER, 1,
         "Source writes that waited, before their append, for an earlier write to the same bytes or a resync of " +
-        "their region: each held its connection's later requests meanwhile.");
+        "their region: each held its connection's later requests meanwhile."),
+    ZERO_BYTES(33, "zero_bytes_total", Kind.COUNTER, 1,
+        "Source: bytes of zeros logged and sent as their length only (a client's WRITE_ZEROES, empty regions)."),
+    DEALLOCATED_BYTES(34, "deallocated_bytes_total", Kind.COUNTER, 1,
+        "Destination: bytes of zeros applied by deallocating their range (left as holes) instead of written.");
 
     /**
      * How a metric is exported.

@@ -268,7 +268,22 @@ class GroupIT
         assertTrue(GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated") >= SIZE - MIB);
         final Run text = testbed.cli("site-b", "group", "status", name).expect(0);
         assertTrue(text.stdout().contains(" of zeros left as holes)"), text.stdout());
+        assertCounted("site-a", "source", name, "zero_bytes_total", GroupChecks.number(testbed.group("site-a", name),
+            "zero_bytes"));
+        assertCounted("site-b", "destination", name, "deallocated_bytes_total",
+            GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated"));
         GroupChecks.delete(testbed, name);
+    }
+
+    /** Waits for a group's metric in a site's counters file (refreshed once a second) to read this value. */
+    private void assertCounted(final String site, final String role, final String group, final String metric,
+        final long value) throws Exception
+    {
+        final String peer = "site-a".equals(site) ? "site-b" : "site-a";
+        final String line = "blockmover_group_" + metric + "{node=\"" + site + "\",group=\"" + group + "\",role=\"" +
+            role + "\",peer=\"" + peer + "\"} " + value + "\n";
+        Testbed.await(line.trim(), 10, () -> testbed.cli(site, "stat", "--prometheus", "--counters-file",
+            testbed.counters(site).toString()).stdout().contains(line));
     }
 
     /** Bytes of a file's blocks allocated on disk (st_blocks). */
