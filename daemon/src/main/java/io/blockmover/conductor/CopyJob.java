@@ -258,6 +258,10 @@ final class CopyJob
             conductor.ctx().digestBatch(), conductor.ctx().heartbeatIntervalNs(), conductor.ctx().peerTimeoutNs(),
             conductor.cnc(), bytesRemaining, bytesCopied);
         session.rateLimit(conductor.peerRates().bucket(peer));
+        if (Boolean.TRUE.equals(opened.get("zero_chunks")))
+        {
+            session.sendZeroChunks();
+        }
         readerRunner = conductor.newDataRunner(new Reader(session), null);
         senderRunner = conductor.newDataRunner(new Sender(session, conductor.clock()), session.connection());
         AgentRunner.startOnThread(readerRunner);

@@ -268,6 +268,8 @@ final class InboundConnection
         opened.put("credits", conductor.ctx().sessionSlots());
         opened.put("size", volume.size());
         opened.put("flush_chunks", flushChunks(chunkLength));
+        // Features this destination offers; an older one sends none, and the source then sends every chunk's bytes.
+        opened.put("zero_chunks", true);
         channel.sendJson(FrameType.OPENED, sessionId, opened);
         receiverRunner = conductor.newDataRunner(new Receiver(session, conductor.clock()), session.connection());
         writerRunner = conductor.newDataRunner(new Writer(session, conductor.clock()), null);

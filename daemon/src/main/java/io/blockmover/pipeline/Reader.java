@@ -9,6 +9,7 @@ import org.agrona.concurrent.AgentTerminationException;
 
 import io.blockmover.ErrorCode;
 import io.blockmover.cnc.SystemCounter;
+import io.blockmover.io.ZeroCheck;
 
 /**
  * Source stage 1: reads dirty chunks of the volume with O_DIRECT into slots, computes each chunk's CRC32C on the
@@ -20,6 +21,7 @@ public final class Reader implements Agent
 {
     private final SourceSession session;
     private final CRC32C crc32c = new CRC32C();
+    private final ZeroCheck zeroCheck = new ZeroCheck();
     private int epoch = -1;
     private long cursor;
     private boolean wrapped;
@@ -97,7 +99,16 @@ public final class Reader implements Agent
         try
         {
             session.volume.read(chunk * session.chunkLength, slot, length);
-            session.ring.get(sequence).set(SlotEvent.CHUNK, epoch, chunk, length, crc(slot), 0);
+            // An empty chunk (most of a thin volume's) goes as such, without its zeros, where the destination takes
+            // that; random data fails the compare at its first bytes.
+            if (session.zeroChunks && zeroCheck.isAllZeros(slot))
+            {
+                session.ring.get(sequence).set(SlotEvent.ZERO_CHUNK, epoch, chunk, length, 0, 0);
+            }
+            else
+            {
+                session.ring.get(sequence).set(SlotEvent.CHUNK, epoch, chunk, length, crc(slot), 0);
+            }
         }
         finally
         {

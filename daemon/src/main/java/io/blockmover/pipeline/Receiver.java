@@ -224,9 +224,10 @@ public final class Receiver implements Agent
             case CHUNK ->
             {
                 final long index = receiveHeader.sequence();
+                final boolean zeros = (receiveHeader.aux() & FrameDescriptor.CHUNK_ZEROES) != 0;
                 if (index < 0 || index >= session.chunkCount() ||
                     receiveHeader.offset() != index * session.chunkLength ||
-                    receiveHeader.payloadLength() != session.lengthOf(index))
+                    receiveHeader.payloadLength() != (zeros ? 0 : session.lengthOf(index)))
                 {
                     throw protocolError("chunk " + index + " at offset " + receiveHeader.offset() + " length " +
                         receiveHeader.payloadLength() + " is outside the volume's geometry");
@@ -260,6 +261,16 @@ public final class Receiver implements Agent
         claimedSequence = session.ring.next();
         final SlotEvent event = session.ring.get(claimedSequence);
         final FrameType type = receiveHeader.type();
+        if (type == FrameType.CHUNK && (receiveHeader.aux() & FrameDescriptor.CHUNK_ZEROES) != 0)
+        {
+            // Nothing follows: the chunk's length is the volume's geometry, its bytes zeros.
+            final long index = receiveHeader.sequence();
+            event.set(SlotEvent.WRITE_ZEROES, 0, index, session.lengthOf(index), 0, 0);
+            session.ring.publish(claimedSequence);
+            chunksReceived.incrementRelease();
+            state = STATE_HEADER;
+            return;
+        }
         if (type == FrameType.CHUNK)
         {
             payloadSlot = session.slab.slot(session.slotBase + (int)(claimedSequence & session.slotMask));

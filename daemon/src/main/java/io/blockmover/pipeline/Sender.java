@@ -148,24 +148,31 @@ public final class Sender implements Agent
         while (nextSequence <= available && !session.connection.isSendPending())
         {
             final SlotEvent event = session.ring.get(nextSequence);
-            if (event.type == SlotEvent.CHUNK && session.dirty.get(event.index))
+            final boolean zeros = event.type == SlotEvent.ZERO_CHUNK;
+            if ((event.type == SlotEvent.CHUNK || zeros) && session.dirty.get(event.index))
             {
                 if (credits <= 0)
                 {
                     break;
                 }
-                if (!session.rateLimit.tryAcquire(event.length, clock.nanoTime()))
+                final int onWire = zeros ? 0 : event.length;
+                if (!session.rateLimit.tryAcquire(onWire, clock.nanoTime()))
                 {
                     break; // Out of tokens: idle (at most a millisecond) and try again.
                 }
-                final ByteBuffer slot = session.slab.slot(session.slotBase + (int)(nextSequence & session.slotMask));
-                slot.limit(event.length).position(0);
+                final ByteBuffer slot = zeros ? null :
+                    session.slab.slot(session.slotBase + (int)(nextSequence & session.slotMask));
+                if (slot != null)
+                {
+                    slot.limit(event.length).position(0);
+                }
                 sendHeader.reset(FrameType.CHUNK)
                     .sessionId(session.sessionId)
                     .sequence(event.index)
                     .offset(event.index * session.chunkLength)
-                    .payloadLength(event.length)
+                    .payloadLength(onWire)
                     .payloadCrc(event.crc)
+                    .aux(zeros ? FrameDescriptor.CHUNK_ZEROES : 0)
                     .seal();
                 final int tail = (onWireHead + onWireCount) % onWireFrame.length;
                 onWireFrame[tail] = session.connection.framesStarted(); // Numbered with the handshake's frames.
@@ -174,7 +181,7 @@ public final class Sender implements Agent
                 send(sendHeader, slot);
                 credits--;
                 chunksSent.incrementRelease();
-                bytesSent.getAndAddRelease(event.length);
+                bytesSent.getAndAddRelease(onWire);
                 work++;
             }
             else
@@ -217,7 +224,7 @@ public final class Sender implements Agent
 
     private void releaseStale(final SlotEvent event)
     {
-        if (event.type == SlotEvent.CHUNK)
+        if (event.type == SlotEvent.CHUNK || event.type == SlotEvent.ZERO_CHUNK)
         {
             session.inflight.clear(event.index);
         }

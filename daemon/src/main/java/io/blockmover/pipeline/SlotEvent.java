@@ -21,6 +21,10 @@ public final class SlotEvent
     public static final int DIGEST_REQUEST = 5;
     /** Destination: the source has finished; force and answer CLOSE. */
     public static final int CLOSE = 6;
+    /** Source: a chunk read into the slot that holds only zeros, to send as such (no payload). */
+    public static final int ZERO_CHUNK = 7;
+    /** Destination: a chunk of zeros received (nothing in the slot), to write or deallocate. */
+    public static final int WRITE_ZEROES = 8;
 
     public int type;
     public int epoch;

@@ -59,6 +59,8 @@ public final class SourceSession
 
     /** The peer's bandwidth limit, consulted before each chunk; set before the agents start. */
     TokenBucket rateLimit = UNLIMITED;
+    /** Whether the destination takes chunks of zeros without their zeros (it offered it); set before agents start. */
+    boolean zeroChunks;
 
     private volatile int phase;
     private volatile int phaseEpoch;
@@ -146,6 +148,15 @@ public final class SourceSession
     public int lengthOf(final long index)
     {
         return (int)Math.min(chunkLength, volume.size() - index * chunkLength);
+    }
+
+    /**
+     * Has chunks of zeros sent as such, without their zeros: to a destination that offered "zero_chunks". Before the
+     * agents start.
+     */
+    public void sendZeroChunks()
+    {
+        zeroChunks = true;
     }
 
     /**

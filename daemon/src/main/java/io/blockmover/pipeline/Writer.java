@@ -40,6 +40,7 @@ public final class Writer implements Agent
     private final long[] batchAcks = new long[MAX_BATCH];
     private final UnsafeBuffer message = new UnsafeBuffer(new byte[16]);
     private final ZeroCheck zeroCheck = new ZeroCheck();
+    private final UnsafeBuffer slotView = new UnsafeBuffer(0, 0);
     private final AtomicCounter chunksWritten;
     private final AtomicCounter forces;
     private int batchAckCount;
@@ -79,6 +80,22 @@ public final class Writer implements Agent
         volume.write(position, slot, length);
     }
 
+    /**
+     * A chunk the source sent as zeros, without them: a hole where the destination deallocates, else the zeros
+     * written from the slot, cleared for it.
+     */
+    private void writeZeros(final long position, final ByteBuffer slot, final int length) throws IOException
+    {
+        final Volume volume = session.volume;
+        if (ZeroCheck.worthChecking(volume, position, length) && volume.deallocate(position, length))
+        {
+            return;
+        }
+        slotView.wrap(slot, 0, length);
+        slotView.setMemory(0, length, (byte)0);
+        volume.write(position, slot.clear().limit(length), length);
+    }
+
     @Override
     public int doWork()
     {
@@ -113,6 +130,12 @@ public final class Writer implements Agent
                     case SlotEvent.WRITE ->
                     {
                         writeOrDeallocate(event.index * session.chunkLength, slot, event.length);
+                        batchAcks[batchAckCount++] = event.index;
+                        chunksWritten.incrementRelease();
+                    }
+                    case SlotEvent.WRITE_ZEROES ->
+                    {
+                        writeZeros(event.index * session.chunkLength, slot, event.length);
                         batchAcks[batchAckCount++] = event.index;
                         chunksWritten.incrementRelease();
                     }

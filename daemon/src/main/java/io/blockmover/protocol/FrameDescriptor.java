@@ -60,6 +60,12 @@ public final class FrameDescriptor
     /** Length of the header in bytes. */
     public static final int HEADER_LENGTH = 64;
 
+    /**
+     * CHUNK aux flag: the chunk holds only zeros, and the frame no payload; the chunk's length is the volume's
+     * geometry. Sent only to a destination that offered "zero_chunks" in its OPENED.
+     */
+    public static final int CHUNK_ZEROES = 1;
+
     /** Largest payload of a control frame (HELLO, OPEN, ERROR, DIGEST): generous, never a chunk. */
     public static final int MAX_CONTROL_PAYLOAD = 64 * 1024;
 

@@ -13,7 +13,10 @@ public enum FrameType
     OPEN(3),
     /** The destination opened the volume (JSON payload: size, credits). */
     OPENED(4),
-    /** A chunk of a volume: sequence = chunk index, offset = byte offset, payload = the data. */
+    /**
+     * A chunk of a volume: sequence = chunk index, offset = byte offset, payload = the data; or, with aux
+     * {@link FrameDescriptor#CHUNK_ZEROES}, no payload for a chunk of zeros.
+     */
     CHUNK(5),
     /** The chunk named by sequence is written on the destination (not yet durable); returns one credit. */
     ACK(6),

@@ -77,11 +77,29 @@ class CopyIT
             Volumes.patch(target, at, (int)MIB, (byte)0x24); // Old data, to be zeroed.
         }
 
+        final long sentBefore = bytesSent("site-a");
         testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--verify").expect(0);
         assertNull(Volumes.firstDifference(source, target, size));
         final long allocated = Long.parseLong(Run.of(30, java.util.List.of("stat", "-c", "%b", target.toString()))
             .expect(0).stdout().trim()) * 512;
         assertTrue(allocated <= 4 * MIB, "the destination holds " + allocated + " bytes allocated for 1 MiB of data");
+        // The empty chunks went as such, without their zeros: 1 MiB of data crossed the link, not 64 MiB.
+        assertEquals(MIB, bytesSent("site-a") - sentBefore);
+
+        // A destination with every block allocated, old data everywhere: the zeros are written.
+        final Path thick = Volumes.random(testbed.dir.resolve("sparse-thick.img"), size, 5);
+        testbed.cli("site-a", "copy", source.toString(), "site-b:" + thick, "--verify").expect(0);
+        assertNull(Volumes.firstDifference(source, thick, size));
+    }
+
+    /** The daemon's "bytes sent" counter: chunk bytes its copy jobs sent. */
+    private long bytesSent(final String site) throws Exception
+    {
+        final Run run = Run.of(60, java.util.List.of(Testbed.script("blockmover"), "stat", "--counters-file",
+            testbed.counters(site).toString(), "--json")).expect(0);
+        @SuppressWarnings("unchecked")
+        final Map<String, Object> counters = (Map<String, Object>)JSON.std.mapFrom(run.stdout()).get("counters");
+        return ((Number)counters.get("bytes sent")).longValue();
     }
 
     @Test

@@ -21,6 +21,7 @@ import io.blockmover.buffer.Slab;
 import io.blockmover.cnc.CncFile;
 import io.blockmover.cnc.SystemCounter;
 import io.blockmover.io.Volume;
+import io.blockmover.protocol.FrameDescriptor;
 import io.blockmover.protocol.FrameHeader;
 import io.blockmover.protocol.FrameType;
 
@@ -242,6 +243,45 @@ class DestinationPipelineTest
         clock.advance(FLUSH_INTERVAL_NS * 10);
         crank();
         assertEquals(1, counter(SystemCounter.VOLUME_FORCES), "nothing unforced, nothing to force");
+    }
+
+    /**
+     * A chunk of zeros sent without them (a header alone, to a destination that offered it) writes the chunk's
+     * zeros, from a slot that last held another chunk's data, and is acknowledged as any chunk.
+     */
+    @Test
+    void shouldWriteTheZerosOfAChunkSentWithoutThem() throws IOException
+    {
+        start(100);
+        for (int chunk = 0; chunk < 4; chunk++)
+        {
+            deliverChunk(chunk);
+            crank();
+        }
+        connection.deliver(Frames.header(FrameType.CHUNK, SESSION_ID).sequence(2).offset(2L * CHUNK)
+            .aux(FrameDescriptor.CHUNK_ZEROES).seal(), null);
+        crank();
+
+        assertArrayEquals(new byte[CHUNK], onDisk(2));
+        assertArrayEquals(dataOf(1), onDisk(1));
+        assertArrayEquals(dataOf(3), onDisk(3));
+        assertReply(4, FrameType.ACK, 2);
+        assertEquals(5, counter(SystemCounter.CHUNKS_WRITTEN));
+        assertEquals(4L * CHUNK, counter(SystemCounter.BYTES_RECEIVED), "no bytes came for the zeros");
+    }
+
+    @Test
+    void shouldFailOnAChunkOfZerosThatCarriesAPayload() throws IOException
+    {
+        start(100);
+        final byte[] data = new byte[CHUNK];
+        final ByteBuffer payload = ByteBuffer.allocateDirect(CHUNK);
+        connection.deliver(Frames.header(FrameType.CHUNK, SESSION_ID).sequence(0).offset(0).payloadLength(CHUNK)
+            .payloadCrc(Frames.crc32c(data, 0, CHUNK)).aux(FrameDescriptor.CHUNK_ZEROES).seal(), payload);
+
+        assertThrows(AgentTerminationException.class, receiver::doWork);
+
+        assertFailedWithFrameError("outside the volume's geometry");
     }
 
     @Test
