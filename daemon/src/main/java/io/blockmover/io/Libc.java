@@ -22,6 +22,10 @@ public final class Libc
     public static final int EBUSY = 16;
     public static final int ENOENT = 2;
     public static final int EACCES = 13;
+    /** errno of lseek SEEK_DATA: no data at or after the offset. */
+    public static final int ENXIO = 6;
+    /** lseek whence: the first offset at or after the given one that holds data (a hole's bytes do not). */
+    public static final int SEEK_DATA = 3;
 
     /** ioctl BLKGETSIZE64: device size in bytes. */
     private static final long BLKGETSIZE64 = 0x80081272L;
@@ -40,6 +44,8 @@ public final class Libc
     public static native int open(String path, int flags) throws LastErrorException;
 
     public static native int close(int fd) throws LastErrorException;
+
+    public static native long lseek(int fd, long offset, int whence) throws LastErrorException;
 
     public static native int ioctl(int fd, long request, long[] out) throws LastErrorException;
 

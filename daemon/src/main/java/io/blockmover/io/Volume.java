@@ -77,6 +77,8 @@ public final class Volume implements AutoCloseable
      * that to the file system's journal). Cleared once a deallocation failed: it is not tried again.
      */
     private volatile boolean canDeallocate;
+    /** Whether {@link #isHole} asks the file system (lseek SEEK_DATA): a file, until that failed once. */
+    private volatile boolean seeksHoles;
 
     private Volume(
         final Path path,
@@ -198,6 +200,7 @@ public final class Volume implements AutoCloseable
             final Volume volume = new Volume(path, writable, blockDevice, size, logicalBlockSize, direct, buffered,
                 lock, fd, directFd, fileKey);
             volume.canDeallocate = writable && directFd >= 0 && (blockDevice || isSparse(directFd, size));
+            volume.seeksHoles = !blockDevice && directFd >= 0;
             return volume;
         }
         catch (final AccessDeniedException ex)
@@ -446,6 +449,37 @@ public final class Volume implements AutoCloseable
         catch (final LastErrorException ex)
         {
             canDeallocate = false;
+            return false;
+        }
+    }
+
+    /**
+     * Whether a range is a hole of a file: it reads as zeros without any read, so that a source's empty regions
+     * (most of a thin volume image's) are not read at all. One lseek SEEK_DATA, which counts a range whose data is
+     * still in the page cache as data. Always false on a block device (it has no holes to ask for), and once the
+     * file system refused the question (it is not asked again).
+     *
+     * @param position byte offset.
+     * @param length   bytes.
+     * @return whether no byte of the range holds data.
+     */
+    public boolean isHole(final long position, final long length)
+    {
+        if (!seeksHoles)
+        {
+            return false;
+        }
+        try
+        {
+            return Libc.lseek(directFd, position, Libc.SEEK_DATA) >= position + length;
+        }
+        catch (final LastErrorException ex)
+        {
+            if (ex.getErrorCode() == Libc.ENXIO)
+            {
+                return true; // No data from position to the end of the file.
+            }
+            seeksHoles = false;
             return false;
         }
     }

@@ -98,10 +98,16 @@ public final class Reader implements Agent
         session.ring.get(sequence).type = SlotEvent.NONE;
         try
         {
-            session.volume.read(chunk * session.chunkLength, slot, length);
+            final long position = chunk * session.chunkLength;
             // An empty chunk (most of a thin volume's) goes as such, without its zeros, where the destination takes
-            // that; random data fails the compare at its first bytes.
-            if (session.zeroChunks && zeroCheck.isAllZeros(slot))
+            // that: one that is a hole of its file is not even read, and random data fails the compare at its first
+            // bytes.
+            final boolean hole = session.zeroChunks && session.volume.isHole(position, length);
+            if (!hole)
+            {
+                session.volume.read(position, slot, length);
+            }
+            if (hole || session.zeroChunks && zeroCheck.isAllZeros(slot))
             {
                 session.ring.get(sequence).set(SlotEvent.ZERO_CHUNK, epoch, chunk, length, 0, 0);
             }

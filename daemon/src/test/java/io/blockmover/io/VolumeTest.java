@@ -327,6 +327,39 @@ class VolumeTest
         reader.close();
     }
 
+    /**
+     * A source's empty regions are not read where its file has holes there: isHole asks the file system (lseek
+     * SEEK_DATA), and a range with any data in it, written directly or through the page cache, is no hole.
+     */
+    @Test
+    void shouldTellAHoleOfAFileFromARangeHoldingData() throws IOException
+    {
+        final int mib = 1 << 20;
+        final Path path = dir.resolve("sparse.img");
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE))
+        {
+            channel.write(ByteBuffer.wrap(random(BLOCK, 9)), 2L * mib);
+            channel.truncate(8L * mib);
+            channel.write(ByteBuffer.allocate(1), 8L * mib - 1); // Set the size; one byte of data at the end.
+        }
+        try (Volume volume = Volume.open(path, true))
+        {
+            assertTrue(volume.isHole(0, mib));
+            assertTrue(volume.isHole(mib, mib));
+            assertFalse(volume.isHole(2L * mib, mib), "4 KiB of data at its start");
+            assertFalse(volume.isHole(mib, 2L * mib), "reaches the data");
+            assertTrue(volume.isHole(3L * mib, mib));
+            assertFalse(volume.isHole(7L * mib, mib), "the last byte");
+
+            volume.writeBuffered(5L * mib, ByteBuffer.wrap(random(512, 10)));
+            assertFalse(volume.isHole(5L * mib, mib), "data still in the page cache");
+        }
+        try (Volume whole = Volume.open(file("whole.img", random(4 * BLOCK, 11)), false))
+        {
+            assertFalse(whole.isHole(0, 4 * BLOCK));
+        }
+    }
+
     @Test
     void shouldOpenLoopDeviceAsExclusiveBlockDevice() throws Exception
     {

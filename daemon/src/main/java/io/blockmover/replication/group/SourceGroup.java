@@ -1244,9 +1244,10 @@ public final class SourceGroup implements AutoCloseable
         boolean appended = false;
         try
         {
-            readQuiescent(vol, region, offset, buffer, length);
-            // An empty region (most of a new thin volume's) goes as the length of its zeros, not as its zeros.
-            final boolean zeroes = resyncZeroCheck.isAllZeros(buffer.clear().limit(length));
+            awaitQuiescent(vol, region);
+            // An empty region (most of a new thin volume's) goes as the length of its zeros, not as its zeros; one
+            // that is a hole of its file is not even read.
+            final boolean zeroes = volumes[vol].isHole(offset, length) || readIsAllZeros(vol, offset, buffer, length);
             final ByteBuffer payload = zeroes ? ZeroRecord.encode(resyncZeroPayload, length) : buffer;
             final int payloadLength = zeroes ? ZeroRecord.PAYLOAD_LENGTH : length;
             // The region's dirty bit is cleared below, as its record enters the log, and the cleared bit may reach
@@ -1298,11 +1299,29 @@ public final class SourceGroup implements AutoCloseable
     private void readQuiescent(final int vol, final long region, final long offset, final ByteBuffer buffer,
         final int length) throws IOException
     {
+        awaitQuiescent(vol, region);
+        volumes[vol].read(offset, buffer, length);
+    }
+
+    /**
+     * Waits until the writes already in flight to a fenced region have reached the volume.
+     */
+    private void awaitQuiescent(final int vol, final long region)
+    {
         while (inflight[vol].get((int)region) > 0)
         {
             Thread.onSpinWait();
         }
+    }
+
+    /**
+     * @return whether the region read into {@code buffer} holds only zeros.
+     */
+    private boolean readIsAllZeros(final int vol, final long offset, final ByteBuffer buffer, final int length)
+        throws IOException
+    {
         volumes[vol].read(offset, buffer, length);
+        return resyncZeroCheck.isAllZeros(buffer.clear().limit(length));
     }
 
     private void liftFence()
