@@ -475,11 +475,20 @@ public final class Volume implements AutoCloseable
         }
         catch (final LastErrorException ex)
         {
-            if (ex.getErrorCode() == Libc.ENXIO)
+            if (ex.getErrorCode() != Libc.ENXIO)
             {
-                return true; // No data from position to the end of the file.
+                seeksHoles = false;
+                return false;
             }
-            seeksHoles = false;
+        }
+        // No data from position to the end of the file: a hole, unless the file ends before the range does (it was
+        // truncated under us), where a read fails, as it must.
+        try
+        {
+            return position + length <= direct.size();
+        }
+        catch (final IOException ex)
+        {
             return false;
         }
     }

@@ -353,6 +353,15 @@ class VolumeTest
 
             volume.writeBuffered(5L * mib, ByteBuffer.wrap(random(512, 10)));
             assertFalse(volume.isHole(5L * mib, mib), "data still in the page cache");
+
+            // Truncated under the volume: past the file's end is no hole (a read there fails, as it must).
+            try (FileChannel channel = FileChannel.open(path, StandardOpenOption.WRITE))
+            {
+                channel.truncate(6L * mib + BLOCK);
+            }
+            assertTrue(volume.isHole(6L * mib, BLOCK));
+            assertFalse(volume.isHole(6L * mib, mib), "ends past the file's end");
+            assertFalse(volume.isHole(7L * mib, mib), "past the file's end");
         }
         try (Volume whole = Volume.open(file("whole.img", random(4 * BLOCK, 11)), false))
         {
