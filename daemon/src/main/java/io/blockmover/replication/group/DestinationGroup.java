@@ -969,8 +969,8 @@ public final class DestinationGroup implements Agent, AutoCloseable
         // sparse destination where its source holds nothing. Only records of a region or more: the compare would
         // cost every short random write, and a hole of a few KiB saves little. Random data differs at once. A
         // source of an older version sends the zeros themselves rather than a zero record.
-        final boolean zeros = zeroRecord ||
-            ZeroCheck.worthChecking(volumes[vol], offset, length) && zeroCheck.isAllZeros(payload);
+        final boolean deallocatable = ZeroCheck.worthChecking(volumes[vol], offset, length);
+        final boolean zeros = zeroRecord || deallocatable && zeroCheck.isAllZeros(payload);
         final boolean batched = !zeros && batch != null && ApplyBatch.batchable(directFd, offset, length);
         if (batch != null && (batched ? batch.mustDrainBefore(vol, offset, length) : batch.count() > 0))
         {
@@ -996,7 +996,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
             batch.add(vol, directFd, offset, payload, cursor.position(), cursor.lsn(), resync, startNs);
             return;
         }
-        if (zeros && ZeroCheck.worthChecking(volumes[vol], offset, length) && volumes[vol].deallocate(offset, length))
+        if (zeros && deallocatable && volumes[vol].deallocate(offset, length))
         {
             bytesDeallocated += length;
         }

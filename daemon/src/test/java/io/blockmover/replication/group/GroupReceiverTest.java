@@ -293,10 +293,7 @@ class GroupReceiverTest
     @Test
     void shouldAskForADamagedRecordAgainAndEndTheSessionOnlyWhenEachSendIsDamaged() throws IOException
     {
-        final LogForcer forcer = new LogForcer(group, log.tailLsn());
-        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
-            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
-        receiver.askForResends();
+        final GroupReceiver receiver = resendingReceiver();
 
         connection.record(1, 0, 4096, 0, true);
         connection.record(2, 4096, 4096); // Sent before the source heard the NACK: dropped.
@@ -337,10 +334,7 @@ class GroupReceiverTest
     @Test
     void shouldLogAZeroRecordInsideItsVolumeAndAskForADamagedOneAgain() throws IOException
     {
-        final LogForcer forcer = new LogForcer(group, log.tailLsn());
-        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
-            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
-        receiver.askForResends();
+        final GroupReceiver receiver = resendingReceiver();
 
         connection.zeroRecord(1, 0, MIB, false);
         connection.zeroRecord(2, MIB, MIB, true);
@@ -362,6 +356,16 @@ class GroupReceiverTest
         assertEquals("record LSN 2 for volume 0: zeros at " + (SIZE - MIB + 4096) + "+" + MIB + " are outside the " +
             "group's volumes", receiver.status().message());
         assertEquals(1, log.tailLsn());
+    }
+
+    /** A receiver that asks for a damaged record again (its source offered "resend"). */
+    private GroupReceiver resendingReceiver()
+    {
+        final LogForcer forcer = new LogForcer(group, log.tailLsn());
+        final GroupReceiver receiver = new GroupReceiver(group, connection, SESSION, () -> nowNs[0], 1_000_000_000L,
+            60_000_000_000L, MIB, 1_000_000L, counter(), counter(), forcer);
+        receiver.askForResends();
+        return receiver;
     }
 
     /**

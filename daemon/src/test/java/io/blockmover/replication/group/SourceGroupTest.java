@@ -709,6 +709,15 @@ class SourceGroupTest
         assertEquals(2L * REGION + 8192, group.zeroBytesLogged.get());
     }
 
+    /** A shipper for session 1 of an async group, started, that sends to {@code partner}. */
+    private Shipper startedShipper(final NullFrameConnection partner)
+    {
+        final Shipper shipper =
+            new Shipper(group, partner, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
+        shipper.onStart();
+        return shipper;
+    }
+
     /** Moves the cursor to the next record and checks that it is a zero record of these. */
     private static void assertZeroRecord(final RecordLog.Cursor cursor, final long lsn, final long offset,
         final int length, final int flags)
@@ -733,8 +742,7 @@ class SourceGroupTest
         group.export(0).writeZeroes(2L * REGION, REGION, false);
 
         final NackingPartner older = new NackingPartner();
-        Shipper shipper = new Shipper(group, older, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
+        Shipper shipper = startedShipper(older);
         shipper.doWork();
         assertEquals("[1 crc-ok]", describeSent(older.sent));
         assertEquals(0, older.sent.get(0)[1] & RecordFlags.ZEROES);
@@ -762,9 +770,7 @@ class SourceGroupTest
     {
         group = open(GroupMode.ASYNC, 1L << 20);
         final NackingPartner older = new NackingPartner();
-        final Shipper shipper =
-            new Shipper(group, older, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
+        final Shipper shipper = startedShipper(older);
         group.export(0).writeZeroes(REGION + 8192, REGION, false);
         final RecordLog.Cursor cursor = group.log().newCursor();
         assertTrue(cursor.next());
@@ -1022,9 +1028,7 @@ class SourceGroupTest
         final NackingPartner connection = new NackingPartner();
         final List<long[]> sent = connection.sent;
         final List<byte[]> payloads = connection.payloads;
-        final Shipper shipper =
-            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
+        final Shipper shipper = startedShipper(connection);
         for (int i = 0; i < 3; i++)
         {
             group.export(0).write((long)REGION * i, pattern(i + 1, 4096), 4096, false); // A region each.
@@ -1062,9 +1066,7 @@ class SourceGroupTest
     {
         group = open(GroupMode.ASYNC, 1L << 20);
         final NackingPartner connection = new NackingPartner();
-        final Shipper shipper =
-            new Shipper(group, connection, 1, 0, false, () -> 0, 1000, Long.MAX_VALUE, Long.MAX_VALUE);
-        shipper.onStart();
+        final Shipper shipper = startedShipper(connection);
         final SourceVerifier verifier = new SourceVerifier(group);
         group.verifier(verifier);
         verifier.start(81);
