@@ -24,11 +24,14 @@ public final class Libc
     public static final int EACCES = 13;
     /** errno of lseek SEEK_DATA: no data at or after the offset. */
     public static final int ENXIO = 6;
+    public static final int EOPNOTSUPP = 95;
     /** lseek whence: the first offset at or after the given one that holds data (a hole's bytes do not). */
     public static final int SEEK_DATA = 3;
 
     /** ioctl BLKGETSIZE64: device size in bytes. */
     private static final long BLKGETSIZE64 = 0x80081272L;
+    /** ioctl BLKDISCARD: discard a byte range {start, length} of a block device. */
+    private static final long BLKDISCARD = 0x1277L;
     /** ioctl BLKSSZGET: logical block size. */
     private static final long BLKSSZGET = 0x1268L;
 
@@ -248,6 +251,21 @@ public final class Libc
         final long[] out = new long[1];
         ioctl(fd, BLKGETSIZE64, out);
         return out[0];
+    }
+
+    /**
+     * Discards a range of a block device (BLKDISCARD): the device may unmap it, and what reads return there
+     * afterwards is the device's business (a thin volume's unmapped blocks read as zeros; a block it only partly
+     * covers keeps its data).
+     *
+     * @param fd     of a block device open for writing.
+     * @param start  byte offset, a multiple of the logical block size.
+     * @param length bytes, a multiple of the logical block size.
+     * @throws LastErrorException with the errno (EOPNOTSUPP where the device takes no discards).
+     */
+    public static void discard(final int fd, final long start, final long length)
+    {
+        ioctl(fd, BLKDISCARD, new long[] {start, length});
     }
 
     /**

@@ -48,6 +48,8 @@ public final class Volume implements AutoCloseable
      * process. So a second open in this JVM is refused before any channel is opened.
      */
     private static final Set<Object> OPEN_FILES = ConcurrentHashMap.newKeySet();
+    /** Bytes read back at a time after a discard. */
+    private static final int CHECK_LENGTH = 1 << 20;
 
     private final Path path;
     private final boolean writable;
@@ -77,6 +79,10 @@ public final class Volume implements AutoCloseable
      * that to the file system's journal). Cleared once a deallocation failed: it is not tried again.
      */
     private volatile boolean canDeallocate;
+    /** Set once the device refused a WRITE ZEROES: {@link #deallocate} discards and reads back instead. */
+    private volatile boolean discardsInstead;
+    private ByteBuffer checkBuffer;
+    private ZeroCheck zeroCheck;
     /** Whether {@link #isHole} asks the file system (lseek SEEK_DATA): a file, until that failed once. */
     private volatile boolean seeksHoles;
 
@@ -424,7 +430,9 @@ public final class Volume implements AutoCloseable
 
     /**
      * Makes a range read as zeros by deallocating it, where the volume can: a hole in a sparse file, a WRITE ZEROES
-     * that a block device serves without writing them (a thin volume unmaps the range). For a destination whose
+     * that a block device serves without writing them (NVMe, SCSI with UNMAP, a loop device), or on a block device
+     * that takes discards only (device-mapper's thin target, LVM thin's) a discard read back as zeros. For a
+     * destination whose
      * source holds zeros there (an empty region's initial sync, a client's WRITE_ZEROES): written as data, they
      * filled a thin or sparse destination to its whole size. Never on a file with every block allocated (see
      * {@link #canDeallocate}). Durable, like a write, only after {@link #force()}. Where the
@@ -441,12 +449,57 @@ public final class Volume implements AutoCloseable
         {
             return false;
         }
+        if (!discardsInstead)
+        {
+            try
+            {
+                Libc.fallocate(directFd, Libc.FALLOC_FL_PUNCH_HOLE | Libc.FALLOC_FL_KEEP_SIZE, position, length);
+                return true;
+            }
+            catch (final LastErrorException ex)
+            {
+                if (!blockDevice || ex.getErrorCode() != Libc.EOPNOTSUPP)
+                {
+                    canDeallocate = false;
+                    return false;
+                }
+                // No WRITE ZEROES on this device. Device-mapper's thin target (LVM thin) is one: it takes discards
+                // only, and the zeros written instead filled the pool wherever the source held nothing.
+                discardsInstead = true;
+            }
+        }
+        return discardReadsAsZeros(position, length);
+    }
+
+    /**
+     * Discards a range and reads it back: a discard promises nothing about what reads return, and a thin volume
+     * unmaps only the blocks it covers whole (its chunk, 64 KiB and up), so the zeros are taken for written only
+     * where they are read. Where they are not, the caller writes them, and no discard is tried again: the
+     * device's geometry would make every one fail the same way. One volume's applier or writer calls this.
+     */
+    private boolean discardReadsAsZeros(final long position, final long length)
+    {
         try
         {
-            Libc.fallocate(directFd, Libc.FALLOC_FL_PUNCH_HOLE | Libc.FALLOC_FL_KEEP_SIZE, position, length);
+            Libc.discard(directFd, position, length);
+            if (checkBuffer == null)
+            {
+                checkBuffer = org.agrona.BufferUtil.allocateDirectAligned(CHECK_LENGTH, Slab.ALIGNMENT);
+                zeroCheck = new ZeroCheck();
+            }
+            for (long at = position; at < position + length; at += CHECK_LENGTH)
+            {
+                final int n = (int)Math.min(CHECK_LENGTH, position + length - at);
+                read(at, checkBuffer, n);
+                if (!zeroCheck.isAllZeros(checkBuffer))
+                {
+                    canDeallocate = false;
+                    return false;
+                }
+            }
             return true;
         }
-        catch (final LastErrorException ex)
+        catch (final LastErrorException | IOException ex)
         {
             canDeallocate = false;
             return false;
