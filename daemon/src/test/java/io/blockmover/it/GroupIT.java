@@ -265,6 +265,18 @@ class GroupIT
         assertTrue(GroupChecks.number(written, "bytes_sent") < GroupChecks.number(synced, "bytes_sent") + 3 * MIB,
             "sent for 2 MiB of data and 1 MiB of zeros: " + written);
         assertTrue(allocatedBytes(sparse) <= 5 * MIB, "WRITE_ZEROES allocated: " + allocatedBytes(sparse));
+
+        // A discard (TRIM) of the 2 MiB of data gives them back on both sides, which stay equal.
+        final long sourceHeld = allocatedBytes(sources[0]);
+        final long destinationHeld = allocatedBytes(sparse);
+        qemuIo(GroupChecks.uri(created, 0), "discard 32M 2M");
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertTrue(allocatedBytes(sources[0]) <= sourceHeld - 2 * MIB, "the source kept " +
+            allocatedBytes(sources[0]) + " bytes of " + sourceHeld);
+        assertTrue(allocatedBytes(sparse) <= destinationHeld - 2 * MIB, "the destination kept " +
+            allocatedBytes(sparse) + " bytes of " + destinationHeld);
+        assertEquals(2 * MIB, GroupChecks.number(testbed.group("site-a", name), "trimmed_bytes"));
         assertTrue(GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated") >= SIZE - MIB);
         final Run text = testbed.cli("site-b", "group", "status", name).expect(0);
         assertTrue(text.stdout().contains(" of zeros left as holes)"), text.stdout());

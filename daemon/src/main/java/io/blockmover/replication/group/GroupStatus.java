@@ -71,6 +71,7 @@ public final class GroupStatus
         status.put("writes_waited", group.writesWaited.get());
         status.put("regions_resent", group.regionsResent.get());
         status.put("zero_bytes", group.zeroBytesLogged.get());
+        status.put("trimmed_bytes", group.trimmedBytes.get());
         status.put("records_resent", group.recordsResent.get());
         status.put("records_mended", group.recordsMended.get());
         final Map<String, Object> latency = new LinkedHashMap<>();

@@ -188,6 +188,8 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong regionsResent = new AtomicLong();
     /** Bytes of zeros logged (and sent) as their length only: a client's WRITE_ZEROES, a resync's empty regions. */
     final AtomicLong zeroBytesLogged = new AtomicLong();
+    /** Bytes of clients' TRIMs deallocated here and replicated (whole regions of a volume that deallocates). */
+    final AtomicLong trimmedBytes = new AtomicLong();
     // The resyncer's: whether a region it read is empty, and the zero record that says so.
     private final ZeroCheck resyncZeroCheck = new ZeroCheck();
     private final ByteBuffer resyncZeroPayload = ByteBuffer.allocateDirect(ZeroRecord.PAYLOAD_LENGTH);
@@ -381,6 +383,16 @@ public final class SourceGroup implements AutoCloseable
     private boolean write(final int vol, final long offset, final ByteBuffer src, final int length, final boolean fua,
         final int recordFlags, final WriteCompletion completion) throws IOException
     {
+        return write(vol, offset, src, length, fua, recordFlags, completion, false);
+    }
+
+    /**
+     * @param deallocate whether the volume's range is deallocated rather than written, where it can be (a zero
+     *                   record's, for a discard); {@code src} is written where it cannot.
+     */
+    private boolean write(final int vol, final long offset, final ByteBuffer src, final int length, final boolean fua,
+        final int recordFlags, final WriteCompletion completion, final boolean deallocate) throws IOException
+    {
         enter();
         try
         {
@@ -394,7 +406,10 @@ public final class SourceGroup implements AutoCloseable
             Throwable failure = null;
             try
             {
-                volumes[vol].write(offset, src, length);
+                if (!deallocate || !volumes[vol].deallocate(offset, length))
+                {
+                    volumes[vol].write(offset, src, length);
+                }
             }
             catch (final IOException | RuntimeException ex)
             {
@@ -2356,10 +2371,26 @@ public final class SourceGroup implements AutoCloseable
             SourceGroup.this.flush(index);
         }
 
+        /**
+         * Advisory in NBD: what a trimmed range reads afterwards is unspecified. Where this volume deallocates (a
+         * sparse file, a thin LV, a device with WRITE ZEROES) the range's whole regions are given back, here and on
+         * the partner: each is a zero record, in write order with the writes around it, and deallocated on both
+         * sides; a VM's discards keep both thin. Elsewhere, and at the range's ragged ends, the data stays as it
+         * was, and nothing is replicated. Where a deallocation is refused after all (once per volume), that region's
+         * zeros are written, so that both sides still hold the same bytes.
+         */
         @Override
-        public void trim(final long offset, final long length)
+        public void trim(final long offset, final long length) throws IOException
         {
-            // Advisory in NBD: the data stays as it was, so there is nothing to replicate.
+            final Volume volume = volumes[index];
+            final long region = config.regionLength;
+            final long end = Math.min(offset + length, volume.size()) / region * region;
+            for (long at = (offset + region - 1) / region * region; at < end && volume.canDeallocate(); at += region)
+            {
+                SourceGroup.this.write(index, at, zeros.duplicate(), (int)region, false, RecordFlags.ZEROES, null,
+                    true);
+                trimmedBytes.addAndGet(region);
+            }
         }
 
         @Override

@@ -718,6 +718,55 @@ class SourceGroupTest
         return shipper;
     }
 
+    /**
+     * A TRIM gives the whole regions of its range back where the volume deallocates (a sparse file here): a hole
+     * here and a zero record for the partner, in write order; its ragged ends keep their data. On a volume that does
+     * not deallocate (every block written) a TRIM changes nothing and sends nothing.
+     */
+    @Test
+    void shouldDeallocateTheWholeRegionsOfATrimAndReplicateThemAsZeroRecords() throws IOException
+    {
+        final byte[] data = new byte[4 * REGION];
+        new java.util.Random(12).nextBytes(data);
+        try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(dir.resolve("volume.img").toFile(), "rw"))
+        {
+            file.seek(REGION);
+            file.write(data); // Regions 1 to 4; region 0 and those after 4 are holes.
+            file.setLength(VOLUME_SIZE);
+        }
+        group = open(GroupMode.ASYNC, 1L << 20);
+        group.export(0).trim(REGION + 4096, 2L * REGION);
+
+        final RecordLog.Cursor cursor = group.log().newCursor();
+        cursor.position(group.log().headPosition());
+        assertZeroRecord(cursor, 1, 2L * REGION, REGION, 0);
+        assertFalse(cursor.next(), "regions 1 and 3 only partly trimmed: kept");
+        final byte[] expected = data.clone();
+        Arrays.fill(expected, REGION, 2 * REGION, (byte)0);
+        assertArrayEquals(expected, fileBytes(REGION, 4 * REGION));
+        final List<Long> holes = new java.util.ArrayList<>();
+        final int fd = io.blockmover.io.Libc.open(dir.resolve("volume.img").toString(), io.blockmover.io.Libc.O_RDONLY);
+        try
+        {
+            io.blockmover.io.Libc.unwrittenRanges(fd, 5L * REGION, (start, end) -> holes.add(start));
+        }
+        finally
+        {
+            io.blockmover.io.Libc.close(fd);
+        }
+        assertEquals(List.of(0L, 2L * REGION), holes, "region 2 deallocated");
+        assertEquals(REGION, group.trimmedBytes.get());
+    }
+
+    @Test
+    void shouldChangeNothingForATrimOfAVolumeThatDoesNotDeallocate() throws IOException
+    {
+        group = open(GroupMode.ASYNC, 1L << 20); // Every block written.
+        group.export(0).trim(0, 4L * REGION);
+        assertFalse(group.log().newCursor().next());
+        assertEquals(0, group.trimmedBytes.get());
+    }
+
     /** Moves the cursor to the next record and checks that it is a zero record of these. */
     private static void assertZeroRecord(final RecordLog.Cursor cursor, final long lsn, final long offset,
         final int length, final int flags)
