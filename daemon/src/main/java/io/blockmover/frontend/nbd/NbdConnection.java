@@ -1246,7 +1246,8 @@ final class NbdConnection implements Runnable
                         }
                         break;
                     case CMD_WRITE_ZEROES:
-                        export.writeZeroes(request.offset, request.length, fua);
+                        export.writeZeroes(request.offset, request.length, fua,
+                            (request.flags & NbdProtocol.CMD_FLAG_NO_HOLE) == 0);
                         break;
                     default:
                         request.error = NBD_EINVAL;

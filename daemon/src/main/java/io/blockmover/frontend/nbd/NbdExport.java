@@ -120,4 +120,19 @@ public interface NbdExport
      * @throws IOException on failure.
      */
     void writeZeroes(long offset, long length, boolean fua) throws IOException;
+
+    /**
+     * Writes zeroes over a range, which the client may let the server deallocate (its request without NO_HOLE): an
+     * export whose volume deallocates may leave a hole there, which reads as zeros. By default they are written.
+     *
+     * @param offset        byte offset.
+     * @param length        bytes.
+     * @param fua           durable before returning.
+     * @param mayDeallocate whether the client allows a hole (no NBD_CMD_FLAG_NO_HOLE).
+     * @throws IOException on failure.
+     */
+    default void writeZeroes(long offset, long length, boolean fua, boolean mayDeallocate) throws IOException
+    {
+        writeZeroes(offset, length, fua);
+    }
 }

@@ -2396,15 +2396,27 @@ public final class SourceGroup implements AutoCloseable
         @Override
         public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
         {
-            // Replicated as records of zeros, a region at a time, so order and recovery stay the same; each record
-            // holds the length of its zeros, not the zeros (ZeroRecord), and the volume is written as ever.
+            writeZeroes(offset, length, fua, false);
+        }
+
+        /**
+         * Replicated as records of zeros, one per region the range touches, so order and recovery stay the same;
+         * each record holds the length of its zeros, not the zeros (ZeroRecord). The volume's zeros are written,
+         * or, for a whole region the client lets us deallocate, deallocated where the volume can (as for a TRIM):
+         * a VM's zeroing (qemu's detect-zeroes=unmap) keeps a thin source thin.
+         */
+        @Override
+        public void writeZeroes(final long offset, final long length, final boolean fua, final boolean mayDeallocate)
+            throws IOException
+        {
+            final long region = config.regionLength;
             long at = offset;
             final long end = offset + length;
             while (at < end)
             {
-                final int n = (int)Math.min(end - at, zeros.capacity());
-                final ByteBuffer z = zeros.duplicate();
-                SourceGroup.this.write(index, at, z, n, false, RecordFlags.ZEROES, null);
+                final int n = (int)(Math.min(end, (at / region + 1) * region) - at);
+                SourceGroup.this.write(index, at, zeros.duplicate(), n, false, RecordFlags.ZEROES, null,
+                    mayDeallocate && n == region);
                 at += n;
             }
             if (fua)

@@ -694,8 +694,8 @@ class SourceGroupTest
         cursor.position(group.log().headPosition());
         assertTrue(cursor.next());
         assertTrue(cursor.next());
-        assertZeroRecord(cursor, 3, 4096, REGION, 0);
-        assertZeroRecord(cursor, 4, 4096 + REGION, 8192, 0);
+        assertZeroRecord(cursor, 3, 4096, REGION - 4096, 0); // One record for each region the zeros touch.
+        assertZeroRecord(cursor, 4, REGION, 12288, 0);
         assertTrue(cursor.next());
         assertEquals(0, cursor.flags() & RecordFlags.ZEROES, "region 0 holds 4 KiB of data");
         assertEquals(REGION, cursor.length());
@@ -720,8 +720,9 @@ class SourceGroupTest
 
     /**
      * A TRIM gives the whole regions of its range back where the volume deallocates (a sparse file here): a hole
-     * here and a zero record for the partner, in write order; its ragged ends keep their data. On a volume that does
-     * not deallocate (every block written) a TRIM changes nothing and sends nothing.
+     * here and a zero record for the partner, in write order; its ragged ends keep their data. So does a
+     * WRITE_ZEROES the client lets us deallocate, for its whole regions; the rest of its zeros are written. On a
+     * volume that does not deallocate (every block written) a TRIM changes nothing and sends nothing.
      */
     @Test
     void shouldDeallocateTheWholeRegionsOfATrimAndReplicateThemAsZeroRecords() throws IOException
@@ -741,8 +742,11 @@ class SourceGroupTest
         cursor.position(group.log().headPosition());
         assertZeroRecord(cursor, 1, 2L * REGION, REGION, 0);
         assertFalse(cursor.next(), "regions 1 and 3 only partly trimmed: kept");
+        group.export(0).writeZeroes(3L * REGION, REGION + 4096, false, true);
+        assertZeroRecord(cursor, 2, 3L * REGION, REGION, 0);
+        assertZeroRecord(cursor, 3, 4L * REGION, 4096, 0);
         final byte[] expected = data.clone();
-        Arrays.fill(expected, REGION, 2 * REGION, (byte)0);
+        Arrays.fill(expected, REGION, 3 * REGION + 4096, (byte)0);
         assertArrayEquals(expected, fileBytes(REGION, 4 * REGION));
         final List<Long> holes = new java.util.ArrayList<>();
         final int fd = io.blockmover.io.Libc.open(dir.resolve("volume.img").toString(), io.blockmover.io.Libc.O_RDONLY);
@@ -754,7 +758,7 @@ class SourceGroupTest
         {
             io.blockmover.io.Libc.close(fd);
         }
-        assertEquals(List.of(0L, 2L * REGION), holes, "region 2 deallocated");
+        assertEquals(List.of(0L, 2L * REGION), holes, "regions 2 (trimmed) and 3 (zeroed) deallocated");
         assertEquals(REGION, group.trimmedBytes.get());
     }
 
@@ -820,7 +824,7 @@ class SourceGroupTest
         group = open(GroupMode.ASYNC, 1L << 20);
         final NackingPartner older = new NackingPartner();
         final Shipper shipper = startedShipper(older);
-        group.export(0).writeZeroes(REGION + 8192, REGION, false);
+        group.export(0).writeZeroes(REGION + 8192, REGION - 8192, false);
         final RecordLog.Cursor cursor = group.log().newCursor();
         assertTrue(cursor.next());
         final ByteBuffer inLog = cursor.payload();
@@ -835,7 +839,7 @@ class SourceGroupTest
         assertEquals("[1 unclean crc-ok]", describeSent(older.sent));
         assertArrayEquals(new byte[4096], older.payloads.get(0));
         assertEquals(1, group.recordsMended.get());
-        assertEquals(2, group.dirtyRegions(), "regions 1 and 2, which the record covered");
+        assertEquals(2, group.dirtyRegions(), "regions 1 and 2: every one a record from its offset may cover");
         assertTrue(group.dirty(0).get(1) && group.dirty(0).get(2));
         shipper.onClose();
     }
