@@ -2387,9 +2387,14 @@ public final class SourceGroup implements AutoCloseable
             final long end = Math.min(offset + length, volume.size()) / region * region;
             for (long at = (offset + region - 1) / region * region; at < end && volume.canDeallocate(); at += region)
             {
-                SourceGroup.this.write(index, at, zeros.duplicate(), (int)region, false, RecordFlags.ZEROES, null,
-                    true);
-                trimmedBytes.addAndGet(region);
+                // A region that is a hole already (fstrim trims the same free space again at every run) holds
+                // zeros on both sides: nothing to send.
+                if (!volume.isHole(at, region))
+                {
+                    SourceGroup.this.write(index, at, zeros.duplicate(), (int)region, false, RecordFlags.ZEROES,
+                        null, true);
+                    trimmedBytes.addAndGet(region);
+                }
             }
         }
 

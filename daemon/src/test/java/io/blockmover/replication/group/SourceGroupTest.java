@@ -721,8 +721,9 @@ class SourceGroupTest
     /**
      * A TRIM gives the whole regions of its range back where the volume deallocates (a sparse file here): a hole
      * here and a zero record for the partner, in write order; its ragged ends keep their data. So does a
-     * WRITE_ZEROES the client lets us deallocate, for its whole regions; the rest of its zeros are written. On a
-     * volume that does not deallocate (every block written) a TRIM changes nothing and sends nothing.
+     * WRITE_ZEROES the client lets us deallocate, for its whole regions; the rest of its zeros are written. A
+     * region that is a hole already sends nothing. On a volume that does not deallocate (every block written) a
+     * TRIM changes nothing and sends nothing.
      */
     @Test
     void shouldDeallocateTheWholeRegionsOfATrimAndReplicateThemAsZeroRecords() throws IOException
@@ -760,6 +761,11 @@ class SourceGroupTest
         }
         assertEquals(List.of(0L, 2L * REGION), holes, "regions 2 (trimmed) and 3 (zeroed) deallocated");
         assertEquals(REGION, group.trimmedBytes.get());
+
+        group.export(0).trim(0, 4L * REGION); // Regions 0, 2 and 3 are holes already: only region 1 goes.
+        assertZeroRecord(cursor, 4, REGION, REGION, 0);
+        assertFalse(cursor.next());
+        assertEquals(2L * REGION, group.trimmedBytes.get());
     }
 
     @Test
