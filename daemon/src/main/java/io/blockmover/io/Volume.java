@@ -81,6 +81,8 @@ public final class Volume implements AutoCloseable
     private volatile boolean canDeallocate;
     /** Set once the device refused a WRITE ZEROES: {@link #deallocate} discards and reads back instead. */
     private volatile boolean discardsInstead;
+    /** Whether {@link #discard} asks a block device: until it answered that it takes no discards. */
+    private volatile boolean discards = true;
     private ByteBuffer checkBuffer;
     private ZeroCheck zeroCheck;
     /** Whether {@link #isHole} asks the file system (lseek SEEK_DATA): a file, until that failed once. */
@@ -472,12 +474,46 @@ public final class Volume implements AutoCloseable
     }
 
     /**
+     * Gives a range back for a client's TRIM, where the volume can: a hole in a file that deallocates
+     * ({@link #canDeallocate}), a discard on a block device. What the range reads afterwards is not promised, as
+     * TRIM promises nothing; a refusal is ignored, and a device that takes no discards is not asked again.
+     *
+     * @param position byte offset, a multiple of {@link Slab#ALIGNMENT}.
+     * @param length   bytes, a multiple of {@link Slab#ALIGNMENT}.
+     */
+    public void discard(final long position, final long length)
+    {
+        if (!writable || !(blockDevice ? discards : canDeallocate))
+        {
+            return;
+        }
+        try
+        {
+            if (blockDevice)
+            {
+                Libc.discard(directFd, position, length);
+            }
+            else
+            {
+                Libc.fallocate(directFd, Libc.FALLOC_FL_PUNCH_HOLE | Libc.FALLOC_FL_KEEP_SIZE, position, length);
+            }
+        }
+        catch (final LastErrorException ex)
+        {
+            if (ex.getErrorCode() == Libc.EOPNOTSUPP && blockDevice)
+            {
+                discards = false;
+            }
+        }
+    }
+
+    /**
      * Discards a range and reads it back: a discard promises nothing about what reads return, and a thin volume
      * unmaps only the blocks it covers whole (its chunk, 64 KiB and up), so the zeros are taken for written only
      * where they are read. Where they are not, the caller writes them, and no discard is tried again: the
-     * device's geometry would make every one fail the same way. One volume's applier or writer calls this.
+     * device's geometry would make every one fail the same way. Synchronized: NBD workers share the buffer.
      */
-    private boolean discardReadsAsZeros(final long position, final long length)
+    private synchronized boolean discardReadsAsZeros(final long position, final long length)
     {
         try
         {

@@ -10,8 +10,9 @@ import io.blockmover.io.Volume;
 
 /**
  * An export over one {@link Volume}. Flush is the volume's fdatasync, which covers writes from every connection,
- * so the server may advertise multi-conn; FUA is a write followed by that flush. Trim is advisory in NBD and a
- * no-op here. The volume stays owned by whoever opened it: closing the export does not close it.
+ * so the server may advertise multi-conn; FUA is a write followed by that flush. Trim is advisory in NBD: whole
+ * blocks are given back where the volume can, the rest keeps its bytes. The volume stays owned by whoever opened
+ * it: closing the export does not close it.
  * <p>
  * Thread-safe: the volume's positional I/O is, and the zero buffer is only ever read through duplicates.
  */
@@ -94,24 +95,64 @@ public final class VolumeExport implements NbdExport
     @Override
     public void trim(final long offset, final long length)
     {
-        // Advisory: the content of a trimmed range is unspecified, so keeping the old bytes is correct.
+        // Advisory: the content of a trimmed range is unspecified. Its whole blocks are given back where the volume
+        // can (a sparse file's hole, a block device's discard); elsewhere, and at ragged ends, the old bytes stay.
+        final long start = alignUp(offset);
+        final long end = alignDown(offset + length);
+        if (end > start)
+        {
+            volume.discard(start, end - start);
+        }
+    }
+
+    private static long alignUp(final long position)
+    {
+        return (position + Slab.ALIGNMENT - 1) & -Slab.ALIGNMENT;
+    }
+
+    private static long alignDown(final long position)
+    {
+        return position & -Slab.ALIGNMENT;
     }
 
     @Override
     public void writeZeroes(final long offset, final long length, final boolean fua) throws IOException
     {
-        // A duplicate per call (WRITE_ZEROES is rare) so concurrent callers do not share position and limit.
-        final ByteBuffer source = zeroes.duplicate();
-        long done = 0;
-        while (done < length)
+        writeZeroes(offset, length, fua, false);
+    }
+
+    /**
+     * Where the client allows a hole (no NO_HOLE flag) and the volume deallocates, the range's whole blocks are
+     * deallocated (they read as zeros: see {@link Volume#deallocate}) and only its ragged ends written.
+     */
+    @Override
+    public void writeZeroes(final long offset, final long length, final boolean fua, final boolean mayDeallocate)
+        throws IOException
+    {
+        final long start = alignUp(offset);
+        final long end = alignDown(offset + length);
+        if (mayDeallocate && end > start && volume.deallocate(start, end - start))
         {
-            final int chunk = (int)Math.min(ZERO_LENGTH, length - done);
-            volume.write(offset + done, source, chunk);
-            done += chunk;
+            writeZeroRange(offset, start);
+            writeZeroRange(end, offset + length);
+        }
+        else
+        {
+            writeZeroRange(offset, offset + length);
         }
         if (fua)
         {
             volume.force();
+        }
+    }
+
+    private void writeZeroRange(final long from, final long to) throws IOException
+    {
+        // A duplicate per call (WRITE_ZEROES is rare) so concurrent callers do not share position and limit.
+        final ByteBuffer source = zeroes.duplicate();
+        for (long at = from; at < to; at += ZERO_LENGTH)
+        {
+            volume.write(at, source, (int)Math.min(ZERO_LENGTH, to - at));
         }
     }
 

@@ -71,8 +71,20 @@ class NbdServerTest
 
     private void start(final long ioTimeoutNs) throws IOException
     {
+        start(ioTimeoutNs, SIZE);
+    }
+
+    /**
+     * @param dataLength bytes of random data the disk starts with; the rest of it, to SIZE, a hole.
+     */
+    private void start(final long ioTimeoutNs, final int dataLength) throws IOException
+    {
         file = dir.resolve("disk.img");
-        Files.write(file, random(SIZE, 7));
+        Files.write(file, random(dataLength, 7));
+        try (java.io.RandomAccessFile sparse = new java.io.RandomAccessFile(file.toFile(), "rw"))
+        {
+            sparse.setLength(SIZE);
+        }
         volume = Volume.open(file, true);
         exports.add(new VolumeExport("disk", volume, false));
         socket = dir.resolve("nbd.sock");
@@ -738,6 +750,42 @@ class NbdServerTest
             assertArrayEquals(expected, fileRange(0, 8 * BLOCK));
             assertArrayEquals(new byte[3 * 1024 * 1024], fileRange(2 * 1024 * 1024, 3 * 1024 * 1024));
         }
+    }
+
+    /**
+     * On a volume that deallocates (a file with a hole, made sparse), a TRIM gives its blocks back and a
+     * WRITE_ZEROES that may leave a hole (no NO_HOLE) deallocates its blocks; one with NO_HOLE is written. Either
+     * way the zeroed ranges read as zeros.
+     */
+    @Test
+    void shouldDeallocateTrimmedBlocksAndZeroesThatMayBeHolesOnASparseVolume() throws IOException
+    {
+        start(NbdServer.DEFAULT_IO_TIMEOUT_NS, SIZE / 2);
+        try (RawNbdClient client = new RawNbdClient(socket).connect("disk"))
+        {
+            assertEquals(0, client.command(CMD_TRIM, 0, BLOCK, 3 * BLOCK));
+            assertEquals(0, client.command(CMD_WRITE_ZEROES, 0, 8 * BLOCK, 4 * BLOCK));
+            assertEquals(0, client.command(CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE, 16 * BLOCK, 4 * BLOCK));
+            assertEquals(0, client.command(CMD_FLUSH, 0, 0, 0));
+
+            final byte[] expected = random(SIZE / 2, 7);
+            Arrays.fill(expected, 8 * BLOCK, 12 * BLOCK, (byte)0);
+            Arrays.fill(expected, 16 * BLOCK, 20 * BLOCK, (byte)0);
+            assertArrayEquals(Arrays.copyOf(expected, BLOCK), fileRange(0, BLOCK));
+            assertArrayEquals(new byte[3 * BLOCK], fileRange(BLOCK, 3 * BLOCK));
+            assertArrayEquals(Arrays.copyOfRange(expected, 4 * BLOCK, 24 * BLOCK), fileRange(4 * BLOCK, 20 * BLOCK));
+        }
+        final List<Long> holes = new java.util.ArrayList<>();
+        final int fd = io.blockmover.io.Libc.open(file.toString(), io.blockmover.io.Libc.O_RDONLY);
+        try
+        {
+            io.blockmover.io.Libc.unwrittenRanges(fd, SIZE / 2, (start, end) -> holes.add(start));
+        }
+        finally
+        {
+            io.blockmover.io.Libc.close(fd);
+        }
+        assertEquals(List.of((long)BLOCK, 8L * BLOCK), holes, "the trimmed blocks and the zeroes that may be holes");
     }
 
     @Test
