@@ -938,7 +938,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
                 "mismatch: its disk or memory changed it); it is dropped with every record after it, and the " +
                 "source sends them again");
         }
-        if ((cursor.flags() & VerifyRecord.RECORD_VERIFY) != 0)
+        // Read once: each read of a record's flags is an acquire (they change after commit, on the source).
+        final int flags = cursor.flags();
+        if ((flags & VerifyRecord.RECORD_VERIFY) != 0)
         {
             writeBatch(); // The digest is of what the records before it wrote.
             // Digests, not data: this side's copy is compared at exactly this point of the write history.
@@ -961,7 +963,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         }
         final int vol = cursor.volume();
         final long offset = cursor.offset();
-        final boolean zeroRecord = ZeroRecord.isZeroes(cursor.flags());
+        final boolean zeroRecord = ZeroRecord.isZeroes(flags);
         // A zero record's length was checked on arrival (GroupReceiver) and its payload's CRC just now.
         final int length = zeroRecord ? (int)ZeroRecord.decode(payload) : cursor.length();
         final int directFd = volumes[vol].directFd();
@@ -984,7 +986,7 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             hook.beforeApply(vol, offset, length);
         }
-        final boolean resync = (cursor.flags() & SourceGroup.RECORD_RESYNC) != 0;
+        final boolean resync = (flags & SourceGroup.RECORD_RESYNC) != 0;
         if (resync && cursor.lsn() > durable.cleanThroughLsn())
         {
             // Durable before the write that mixes old and new data: a crash after it must not look consistent. A

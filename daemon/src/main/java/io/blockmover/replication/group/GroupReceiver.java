@@ -430,10 +430,11 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
             final int vol = receiveHeader.volumeId();
             final long offset = receiveHeader.offset();
             final int length = receiveHeader.payloadLength();
-            if (ZeroRecord.isZeroes((int)receiveHeader.aux()) ? length != ZeroRecord.PAYLOAD_LENGTH ||
-                !withinVolumes(vol, offset, 1) : !withinVolumes(vol, offset, length) ||
-                (length % 4096 != 0 && offset + length != group.volumeSize(vol) &&
-                (receiveHeader.aux() & VerifyRecord.RECORD_VERIFY) == 0))
+            // A zero record's range is in its payload, checked once that has arrived (checkZeroRecord).
+            final boolean valid = ZeroRecord.isZeroes((int)receiveHeader.aux()) ?
+                length == ZeroRecord.PAYLOAD_LENGTH && withinVolumes(vol, offset, 1, false) :
+                withinVolumes(vol, offset, length, (receiveHeader.aux() & VerifyRecord.RECORD_VERIFY) == 0);
+            if (!valid)
             {
                 throw refuse("record LSN " + lsn + " for volume " + vol + " at " + offset + "+" + length +
                     " is outside the group's volumes");
@@ -517,13 +518,16 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
     }
 
     /**
+     * @param wholeBlocks whether the range must also end on a 4 KiB boundary or at the volume's end (bytes written
+     *                    to the volume; a VERIFY record's digests are not).
      * @return whether {@code length} bytes at {@code offset} of volume {@code vol} lie inside it, 4 KiB aligned at
      *     their start.
      */
-    private boolean withinVolumes(final int vol, final long offset, final long length)
+    private boolean withinVolumes(final int vol, final long offset, final long length, final boolean wholeBlocks)
     {
         return vol >= 0 && vol < group.volumeCount() && offset >= 0 && length > 0 &&
-            offset + length <= group.volumeSize(vol) && offset % 4096 == 0;
+            offset + length <= group.volumeSize(vol) && offset % 4096 == 0 &&
+            (!wholeBlocks || length % 4096 == 0 || offset + length == group.volumeSize(vol));
     }
 
     /**
@@ -538,8 +542,7 @@ public final class GroupReceiver implements Agent, ConnectionIdleStrategy.Sleepe
         final long length = ZeroRecord.decode(received);
         final int vol = receiveHeader.volumeId();
         final long offset = receiveHeader.offset();
-        if (length > 0 && length <= log.maxRecordLength() && withinVolumes(vol, offset, length) &&
-            (length % 4096 == 0 || offset + length == group.volumeSize(vol)))
+        if (length <= log.maxRecordLength() && withinVolumes(vol, offset, length, true))
         {
             received.position(end);
             return;

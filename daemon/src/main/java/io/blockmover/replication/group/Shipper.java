@@ -623,8 +623,8 @@ public final class Shipper implements Agent, ConnectionIdleStrategy.Sleeper
         final boolean damaged = length <= 0 || length > zeroSource.capacity();
         // Our copy no longer says a length (damaged in our log): the shortest record the partner takes, under a CRC
         // that cannot match, so that it asks for it again (NACK) and the rewind mends our copy first.
-        final int n = damaged ? (int)Math.min(io.blockmover.buffer.Slab.ALIGNMENT,
-            group.config().volumes.get(record.volume()).size - record.offset()) : (int)length;
+        final int n = (int)(damaged ?
+            ZeroRecord.shortestAt(group.config().volumes.get(record.volume()).size, record.offset()) : length);
         final ByteBuffer zeros = zeroSource.duplicate().clear().limit(n);
         zeroCrc.reset();
         zeroCrc.update(zeros.duplicate());

@@ -884,7 +884,7 @@ public final class SourceGroup implements AutoCloseable
         markForResync(vol, (int)(offset / config.regionLength),
             (int)((Math.min(size, offset + log.maxRecordLength()) - 1) / config.regionLength));
         final ByteBuffer payload = ByteBuffer.allocateDirect(ZeroRecord.PAYLOAD_LENGTH);
-        log.rewritePayload(record.position(), ZeroRecord.encode(payload, Math.min(Slab.ALIGNMENT, size - offset)));
+        log.rewritePayload(record.position(), ZeroRecord.encode(payload, ZeroRecord.shortestAt(size, offset)));
         recordsMended.incrementAndGet();
     }
 

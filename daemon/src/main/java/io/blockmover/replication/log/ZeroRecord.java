@@ -66,6 +66,17 @@ public final class ZeroRecord
     }
 
     /**
+     * @param volumeSize bytes of the record's volume.
+     * @param offset     the record's offset in it.
+     * @return the shortest range of zeros a partner takes there (one 4 KiB block, or what is left of the volume):
+     *     what a damaged zero record stands for once its regions are marked for resync.
+     */
+    public static long shortestAt(final long volumeSize, final long offset)
+    {
+        return Math.min(io.blockmover.buffer.Slab.ALIGNMENT, volumeSize - offset);
+    }
+
+    /**
      * @param record a cursor on a record.
      * @return bytes of the volume the record covers: its payload's length, or for a zero record the length its
      *     payload gives; a zero record whose payload makes no sense (damaged) gives the log's longest record, every
