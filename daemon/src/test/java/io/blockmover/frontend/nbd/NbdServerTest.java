@@ -775,16 +775,7 @@ class NbdServerTest
             assertArrayEquals(new byte[3 * BLOCK], fileRange(BLOCK, 3 * BLOCK));
             assertArrayEquals(Arrays.copyOfRange(expected, 4 * BLOCK, 24 * BLOCK), fileRange(4 * BLOCK, 20 * BLOCK));
         }
-        final List<Long> holes = new java.util.ArrayList<>();
-        final int fd = io.blockmover.io.Libc.open(file.toString(), io.blockmover.io.Libc.O_RDONLY);
-        try
-        {
-            io.blockmover.io.Libc.unwrittenRanges(fd, SIZE / 2, (start, end) -> holes.add(start));
-        }
-        finally
-        {
-            io.blockmover.io.Libc.close(fd);
-        }
+        final List<Long> holes = io.blockmover.FileHoles.starts(file, SIZE / 2);
         assertEquals(List.of((long)BLOCK, 8L * BLOCK), holes, "the trimmed blocks and the zeroes that may be holes");
     }
 

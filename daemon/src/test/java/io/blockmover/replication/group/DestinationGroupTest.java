@@ -17,7 +17,6 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import io.blockmover.io.Libc;
 import io.blockmover.io.Volume;
 import io.blockmover.replication.log.RecordFlags;
 import io.blockmover.replication.log.RecordLog;
@@ -886,16 +885,6 @@ class DestinationGroupTest
     /** The volume file's ranges with no block allocated (FIEMAP). */
     private List<List<Long>> holes()
     {
-        final List<List<Long>> holes = new ArrayList<>();
-        final int fd = Libc.open(dir.resolve("volume").toString(), Libc.O_RDONLY);
-        try
-        {
-            Libc.unwrittenRanges(fd, SIZE, (start, end) -> holes.add(List.of(start, end)));
-        }
-        finally
-        {
-            Libc.close(fd);
-        }
-        return holes;
+        return io.blockmover.FileHoles.of(dir.resolve("volume"), SIZE);
     }
 }

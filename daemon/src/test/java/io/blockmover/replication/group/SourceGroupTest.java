@@ -749,16 +749,7 @@ class SourceGroupTest
         final byte[] expected = data.clone();
         Arrays.fill(expected, REGION, 3 * REGION + 4096, (byte)0);
         assertArrayEquals(expected, fileBytes(REGION, 4 * REGION));
-        final List<Long> holes = new java.util.ArrayList<>();
-        final int fd = io.blockmover.io.Libc.open(dir.resolve("volume.img").toString(), io.blockmover.io.Libc.O_RDONLY);
-        try
-        {
-            io.blockmover.io.Libc.unwrittenRanges(fd, 5L * REGION, (start, end) -> holes.add(start));
-        }
-        finally
-        {
-            io.blockmover.io.Libc.close(fd);
-        }
+        final List<Long> holes = io.blockmover.FileHoles.starts(dir.resolve("volume.img"), 5L * REGION);
         assertEquals(List.of(0L, 2L * REGION), holes, "regions 2 (trimmed) and 3 (zeroed) deallocated");
         assertEquals(REGION, group.trimmedBytes.get());
 
