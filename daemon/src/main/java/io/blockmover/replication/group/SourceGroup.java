@@ -72,8 +72,11 @@ public final class SourceGroup implements AutoCloseable
     // Sync writes waiting for the partner's ACK without a thread (DeferredAcks): LSNs between the oldest and the
     // newest. 256 were 16 connections at queue depth 16; a 17th's writes then each held its reaper until the ACK.
     private static final int DEFERRED_SLOTS = 4096;
-    /** Regions a resync makes hot in the activity log at once, ahead of the one it sends: one force for them all. */
-    private static final int RESYNC_MARK_AHEAD = 64;
+    /**
+     * Regions a sender going through a range in order (a resync, a TRIM or WRITE_ZEROES of many regions) makes hot in
+     * the activity log at once: one force of it for them all, not one per region.
+     */
+    private static final int MARK_AHEAD = 64;
     /** A waiting writer re-checks whether it should still wait at least this often. */
     private static final long MAX_PARTNER_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
     /**
@@ -396,27 +399,113 @@ public final class SourceGroup implements AutoCloseable
         enter();
         try
         {
-            final WriteInProgress w = workerWrites.get();
-            w.vol = vol;
-            w.offset = offset;
-            w.length = length;
-            w.fua = fua;
-            w.recordFlags = recordFlags;
-            append(w, src, true, false);
-            Throwable failure = null;
-            try
+            return acknowledge(writeUnacknowledged(vol, offset, src, length, fua, recordFlags, deallocate),
+                completion);
+        }
+        finally
+        {
+            exit();
+        }
+    }
+
+    /**
+     * A write's first two steps (its record appended, its volume written); the caller acknowledges it, between
+     * {@link #enter} and {@link #exit}.
+     *
+     * @return this thread's write, its LSN set (or not positive when its regions went to the bitmap).
+     */
+    private WriteInProgress writeUnacknowledged(final int vol, final long offset, final ByteBuffer src,
+        final int length, final boolean fua, final int recordFlags, final boolean deallocate) throws IOException
+    {
+        final WriteInProgress w = workerWrites.get();
+        w.vol = vol;
+        w.offset = offset;
+        w.length = length;
+        w.fua = fua;
+        w.recordFlags = recordFlags;
+        append(w, src, true, false);
+        Throwable failure = null;
+        try
+        {
+            if (!deallocate || !volumes[vol].deallocate(offset, length))
             {
-                if (!deallocate || !volumes[vol].deallocate(offset, length))
+                volumes[vol].write(offset, src, length);
+            }
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            failure = ex;
+        }
+        volumeWriteDone(w, failure);
+        return w;
+    }
+
+    /**
+     * Zeros over a range of a volume, as a TRIM or a WRITE_ZEROES asks: a zero record per region the range touches
+     * (its length only, see {@link ZeroRecord}), each region's volume step done in turn, and then one wait for them
+     * all, the partner's ACK of the last record or a FLUSH's force for FUA: a range of many regions costs one round
+     * trip to the partner, not one per region (an fstrim of a thin volume's free space spans thousands).
+     *
+     * @param wholeRegionsOnly a TRIM's: only the range's whole regions, and of those only regions that are not a
+     *                         hole of the volume already; each then deallocated rather than written where the volume
+     *                         can, and counted in {@code trimmed_bytes}. Nothing at all on a volume that cannot.
+     * @param mayDeallocate    a WRITE_ZEROES's: whether its whole regions may be deallocated rather than written.
+     */
+    private void writeZeroes(final int vol, final long offset, final long length, final boolean fua,
+        final boolean wholeRegionsOnly, final boolean mayDeallocate) throws IOException
+    {
+        final Volume volume = volumes[vol];
+        final long region = config.regionLength;
+        final long end = Math.min(offset + length, volume.size());
+        enter();
+        try
+        {
+            WriteInProgress last = null;
+            long lastLsn = 0;
+            int markedThrough = 0;
+            long at = offset;
+            while (at < end)
+            {
+                final long regionEnd = (at / region + 1) * region;
+                final int n = (int)(Math.min(end, regionEnd) - at);
+                final boolean whole = n == region;
+                if (wholeRegionsOnly && (!whole || !volume.canDeallocate()))
                 {
-                    volumes[vol].write(offset, src, length);
+                    // A ragged end, or a volume that keeps its data: NBD lets a TRIM change nothing.
                 }
+                else if (wholeRegionsOnly && volume.isHole(at, region))
+                {
+                    // A hole already (fstrim trims the same free space again at every run): zeros on both sides.
+                }
+                else
+                {
+                    final int r = (int)(at / region);
+                    if (r >= markedThrough)
+                    {
+                        // Each record marks its region hot, as any write does, and a cold one costs a force of the
+                        // activity log: one force for the next MARK_AHEAD regions of the range instead.
+                        markedThrough = (int)Math.min((long)r + MARK_AHEAD, (end - 1) / region + 1);
+                        activity.release(activity.mark(vol, r, markedThrough - 1));
+                    }
+                    last = writeUnacknowledged(vol, at, zeros.duplicate(), n, false, RecordFlags.ZEROES,
+                        whole && (wholeRegionsOnly || mayDeallocate));
+                    lastLsn = Math.max(lastLsn, last.lsn);
+                    if (wholeRegionsOnly)
+                    {
+                        trimmedBytes.addAndGet(region);
+                    }
+                }
+                at = Math.min(end, regionEnd);
             }
-            catch (final IOException | RuntimeException ex)
+            if (fua)
             {
-                failure = ex;
+                flushWhileOpen(vol);
             }
-            volumeWriteDone(w, failure);
-            return acknowledge(w, completion);
+            else if (last != null)
+            {
+                last.lsn = lastLsn;
+                acknowledge(last, null);
+            }
         }
         finally
         {
@@ -1268,9 +1357,9 @@ public final class SourceGroup implements AutoCloseable
             // The region's dirty bit is cleared below, as its record enters the log, and the cleared bit may reach
             // the disk before the partner holds the record: a crash of this host loses the record with the log,
             // and only the activity log then says that the region must be sent again. So it is made hot first, as
-            // a write's regions are; a cold region marks the next ones with it, one force for RESYNC_MARK_AHEAD.
+            // a write's regions are; a cold region marks the next ones with it, one force for MARK_AHEAD.
             resyncMarked = true;
-            final long activityStamp = activity.markAhead(vol, (int)region, RESYNC_MARK_AHEAD);
+            final long activityStamp = activity.markAhead(vol, (int)region, MARK_AHEAD);
             try
             {
                 synchronized (appendLock)
@@ -2382,20 +2471,7 @@ public final class SourceGroup implements AutoCloseable
         @Override
         public void trim(final long offset, final long length) throws IOException
         {
-            final Volume volume = volumes[index];
-            final long region = config.regionLength;
-            final long end = Math.min(offset + length, volume.size()) / region * region;
-            for (long at = (offset + region - 1) / region * region; at < end && volume.canDeallocate(); at += region)
-            {
-                // A region that is a hole already (fstrim trims the same free space again at every run) holds
-                // zeros on both sides: nothing to send.
-                if (!volume.isHole(at, region))
-                {
-                    SourceGroup.this.write(index, at, zeros.duplicate(), (int)region, false, RecordFlags.ZEROES,
-                        null, true);
-                    trimmedBytes.addAndGet(region);
-                }
-            }
+            SourceGroup.this.writeZeroes(index, offset, length, false, true, false);
         }
 
         @Override
@@ -2414,20 +2490,7 @@ public final class SourceGroup implements AutoCloseable
         public void writeZeroes(final long offset, final long length, final boolean fua, final boolean mayDeallocate)
             throws IOException
         {
-            final long region = config.regionLength;
-            long at = offset;
-            final long end = offset + length;
-            while (at < end)
-            {
-                final int n = (int)(Math.min(end, (at / region + 1) * region) - at);
-                SourceGroup.this.write(index, at, zeros.duplicate(), n, false, RecordFlags.ZEROES, null,
-                    mayDeallocate && n == region);
-                at += n;
-            }
-            if (fua)
-            {
-                SourceGroup.this.flush(index);
-            }
+            SourceGroup.this.writeZeroes(index, offset, length, fua, false, mayDeallocate);
         }
     }
 }
