@@ -398,6 +398,11 @@ public final class BlockmoverCli
             s.append(String.format(Locale.ROOT, ", %s in %.1f s (%s)", Format.bytes(size), seconds,
                 Format.rate(size / seconds)));
         }
+        if (job.get("zero_bytes") instanceof Number zeros && zeros.longValue() > 0)
+        {
+            // Of a thin or sparse source, most of it: why such a copy outruns the link.
+            s.append(", ").append(Format.bytes(zeros.longValue())).append(" of zeros sent as their length");
+        }
         if (Boolean.TRUE.equals(job.get("seeded")))
         {
             s.append(", seeded: ").append(job.get("regions_different")).append(" regions differed");

@@ -716,6 +716,7 @@ public final class Conductor implements Agent, ControlServer.Handler
         d.put("verified", job.verified);
         d.put("regions_different", job.regionsDifferent);
         d.put("verify_mismatches", job.verifyMismatches);
+        d.put("zero_bytes", job.zeroBytes());
         if (job.errorCode != null)
         {
             d.put("error", Map.of("code", job.errorCode.name(), "message", job.errorMessage));

@@ -52,6 +52,8 @@ final class CopyJob
     boolean verified;
     long regionsDifferent;
     long verifyMismatches;
+    /** Bytes of zeros sent as their length, by the sessions that ended (see {@link #zeroBytes}). */
+    long zeroBytesOfEndedSessions;
     String transport;
     String transportReason;
 
@@ -424,6 +426,7 @@ final class CopyJob
         {
             session.status().fail(ErrorCode.CANCELLED, "session closed", true);
             CloseHelper.closeAll(readerRunner, senderRunner);
+            zeroBytesOfEndedSessions += session.zeroBytesSent(); // Its sender has stopped.
             conductor.slab().release(slotBase, conductor.ctx().sessionSlots());
             slotBase = -1;
             session = null;
@@ -462,6 +465,16 @@ final class CopyJob
     long regionsChecked()
     {
         return session != null ? session.regionsChecked() : 0;
+    }
+
+    /**
+     * @return bytes of chunks of zeros sent as a header alone over every session of the job, the running one
+     *     included: of a thin or sparse source, most of it.
+     */
+    long zeroBytes()
+    {
+        final SourceSession s = session;
+        return zeroBytesOfEndedSessions + (s != null ? s.zeroBytesSent() : 0);
     }
 
     void forceBitmap()
@@ -516,6 +529,7 @@ final class CopyJob
         r.put("verified", verified);
         r.put("regions_different", regionsDifferent);
         r.put("verify_mismatches", verifyMismatches);
+        r.put("zero_bytes", zeroBytes());
         if (errorCode != null)
         {
             r.put("error_code", errorCode.name());
@@ -538,6 +552,7 @@ final class CopyJob
         job.verified = Boolean.TRUE.equals(r.get("verified"));
         job.regionsDifferent = num(r, "regions_different");
         job.verifyMismatches = num(r, "verify_mismatches");
+        job.zeroBytesOfEndedSessions = num(r, "zero_bytes"); // 0 in a record of an older version.
         if (r.get("error_code") != null)
         {
             job.errorCode = ErrorCode.parse((String)r.get("error_code"));

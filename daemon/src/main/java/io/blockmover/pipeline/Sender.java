@@ -182,6 +182,10 @@ public final class Sender implements Agent
                 credits--;
                 chunksSent.incrementRelease();
                 bytesSent.getAndAddRelease(onWire);
+                if (zeros)
+                {
+                    session.zeroBytesSent(event.length);
+                }
                 work++;
             }
             else

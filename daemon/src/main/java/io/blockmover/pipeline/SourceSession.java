@@ -68,6 +68,8 @@ public final class SourceSession
     private volatile long verifyMismatches;
     private volatile boolean verified;
     private volatile long regionsChecked;
+    /** Bytes of chunks of zeros sent as a header alone ({@link #zeroChunks}); written by the sender only. */
+    private volatile long zeroBytesSent;
 
     /**
      * @param sessionId           carried in every frame.
@@ -226,6 +228,21 @@ public final class SourceSession
     void verified(final boolean value)
     {
         verified = value;
+    }
+
+    /**
+     * @return bytes of chunks of zeros this session sent as a header alone, the destination writing or deallocating
+     *     the zeros itself.
+     */
+    public long zeroBytesSent()
+    {
+        return zeroBytesSent;
+    }
+
+    /** The sender's, for each chunk of zeros it sends without them. */
+    void zeroBytesSent(final int length)
+    {
+        zeroBytesSent = zeroBytesSent + length; // One writer.
     }
 
     /**

@@ -78,8 +78,10 @@ class CopyIT
         }
 
         final long sentBefore = bytesSent("site-a");
-        testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--verify").expect(0);
+        final Run copy = testbed.cli("site-a", "copy", source.toString(), "site-b:" + target, "--verify").expect(0);
         assertNull(Volumes.firstDifference(source, target, size));
+        assertTrue(copy.stdout().contains(io.blockmover.cli.Format.bytes(size - MIB) +
+            " of zeros sent as their length"), copy.stdout());
         final long allocated = Long.parseLong(Run.of(30, java.util.List.of("stat", "-c", "%b", target.toString()))
             .expect(0).stdout().trim()) * 512;
         assertTrue(allocated <= 4 * MIB, "the destination holds " + allocated + " bytes allocated for 1 MiB of data");
@@ -88,8 +90,10 @@ class CopyIT
 
         // A destination with every block allocated, old data everywhere: the zeros are written.
         final Path thick = Volumes.random(testbed.dir.resolve("sparse-thick.img"), size, 5);
-        testbed.cli("site-a", "copy", source.toString(), "site-b:" + thick, "--verify").expect(0);
+        final Map<String, Object> job = JSON.std.mapFrom(testbed.cli("site-a", "copy", source.toString(),
+            "site-b:" + thick, "--verify", "--json").expect(0).stdout());
         assertNull(Volumes.firstDifference(source, thick, size));
+        assertEquals(size - MIB, ((Number)job.get("zero_bytes")).longValue(), "the job's own count of them");
     }
 
     /** The daemon's "bytes sent" counter: chunk bytes its copy jobs sent. */
