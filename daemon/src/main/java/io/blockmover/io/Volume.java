@@ -83,6 +83,11 @@ public final class Volume implements AutoCloseable
     private volatile boolean discardsInstead;
     /** Whether {@link #discard} asks a block device: until it answered that it takes no discards. */
     private volatile boolean discards = true;
+    /**
+     * A block device's discard granularity (its queue's, in sysfs): a thin target unmaps only whole chunks of its
+     * pool, so a discard of a range not made of them cannot read back as zeros, and is not tried.
+     */
+    private long discardGranularity = Slab.ALIGNMENT;
     private ByteBuffer checkBuffer;
     private ZeroCheck zeroCheck;
     /** Whether {@link #isHole} asks the file system (lseek SEEK_DATA): a file, until that failed once. */
@@ -209,6 +214,10 @@ public final class Volume implements AutoCloseable
                 lock, fd, directFd, fileKey);
             volume.canDeallocate = writable && directFd >= 0 && (blockDevice || isSparse(directFd, size));
             volume.seeksHoles = !blockDevice && directFd >= 0;
+            if (blockDevice)
+            {
+                volume.discardGranularity = discardGranularity(path);
+            }
             return volume;
         }
         catch (final AccessDeniedException ex)
@@ -510,11 +519,18 @@ public final class Volume implements AutoCloseable
     /**
      * Discards a range and reads it back: a discard promises nothing about what reads return, and a thin volume
      * unmaps only the blocks it covers whole (its chunk, 64 KiB and up), so the zeros are taken for written only
-     * where they are read. Where they are not, the caller writes them, and no discard is tried again: the
-     * device's geometry would make every one fail the same way. Synchronized: NBD workers share the buffer.
+     * where they are read. A range that is not made of whole units of the device's discard granularity is not
+     * discarded at all (a client's WRITE_ZEROES of a few KiB): it could not read back as zeros, and one failed
+     * read-back ends every discard on this volume. Where an aligned one does not read as zeros, the caller writes
+     * them, and no discard is tried again: the device would fail every one the same way. Synchronized: NBD workers
+     * share the buffer.
      */
     private synchronized boolean discardReadsAsZeros(final long position, final long length)
     {
+        if (position % discardGranularity != 0 || length % discardGranularity != 0)
+        {
+            return false;
+        }
         try
         {
             Libc.discard(directFd, position, length);
@@ -539,6 +555,29 @@ public final class Volume implements AutoCloseable
         {
             canDeallocate = false;
             return false;
+        }
+    }
+
+    /**
+     * @param device a block device.
+     * @return its discard granularity in bytes, from {@code /sys/dev/block/MAJOR:MINOR/queue}; the logical block's
+     *     alignment where sysfs does not say.
+     */
+    static long discardGranularity(final Path device)
+    {
+        try
+        {
+            final long rdev = ((Number)Files.getAttribute(device, "unix:rdev")).longValue();
+            // glibc's gnu_dev_major and gnu_dev_minor.
+            final long major = (rdev >>> 8) & 0xfff | (rdev >>> 32) & ~0xfffL;
+            final long minor = rdev & 0xff | (rdev >>> 12) & ~0xffL;
+            final long granularity = Long.parseLong(Files.readString(Path.of("/sys/dev/block/" + major + ":" +
+                minor + "/queue/discard_granularity")).trim());
+            return granularity > 0 ? granularity : Slab.ALIGNMENT;
+        }
+        catch (final IOException | RuntimeException ex)
+        {
+            return Slab.ALIGNMENT;
         }
     }
 
