@@ -483,6 +483,16 @@ public final class Volume implements AutoCloseable
     }
 
     /**
+     * @return whether {@link #deallocate} can give this range back: a volume that deallocates, and a range of whole
+     *     4 KiB blocks of a file, or of whole units of a block device's discard granularity (a thin volume's chunk).
+     */
+    public boolean deallocates(final long position, final long length)
+    {
+        final long unit = blockDevice ? discardGranularity : Slab.ALIGNMENT;
+        return canDeallocate() && length > 0 && position % unit == 0 && length % unit == 0;
+    }
+
+    /**
      * Gives a range back for a client's TRIM, where the volume can: a hole in a file that deallocates
      * ({@link #canDeallocate}), a discard on a block device. What the range reads afterwards is not promised, as
      * TRIM promises nothing; a refusal is ignored, and a device that takes no discards is not asked again.

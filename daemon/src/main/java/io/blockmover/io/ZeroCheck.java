@@ -48,7 +48,15 @@ public final class ZeroCheck
      */
     public static boolean worthChecking(final Volume volume, final long position, final int length)
     {
-        return length >= MIN_LENGTH && ((position | length) & (io.blockmover.buffer.Slab.ALIGNMENT - 1)) == 0 &&
-            volume.canDeallocate();
+        return length >= MIN_LENGTH && mayDeallocate(volume, position, length);
+    }
+
+    /**
+     * @return whether a range known to be zeros (a zero record: nothing to compare) may be deallocated rather than
+     *     written: aligned for the volume, and a volume that deallocates ({@link Volume#canDeallocate}).
+     */
+    public static boolean mayDeallocate(final Volume volume, final long position, final int length)
+    {
+        return ((position | length) & (io.blockmover.buffer.Slab.ALIGNMENT - 1)) == 0 && volume.canDeallocate();
     }
 }

@@ -230,6 +230,7 @@ class GroupIT
      * A sparse destination file stays sparse where its source holds zeros: the initial sync of an empty region, and
      * a client's WRITE_ZEROES, arrive as records of zeros, which the destination applies as holes. Written, they
      * filled a thin or sparse destination to its whole size. A destination with every block allocated keeps them.
+     * A TRIM gives space back on both sides, a piece of a region too.
      */
     @Test
     void shouldLeaveHolesWhereTheSourceHoldsZeros() throws Exception
@@ -281,6 +282,21 @@ class GroupIT
         assertTrue(GroupChecks.number(testbed.group("site-b", name), "bytes_deallocated") >= SIZE - MIB);
         final Run text = testbed.cli("site-b", "group", "status", name).expect(0);
         assertTrue(text.stdout().contains(" of zeros left as holes)"), text.stdout());
+
+        // A discard of part of a region (a file system's online discard frees a few KiB at a time) gives its
+        // blocks back too, on both sides: before, only whole regions were.
+        qemuIo(GroupChecks.uri(created, 0), "write -P 0x70 40M 1M");
+        awaitReplicated(testbed, name, 60);
+        final long sourceWithData = allocatedBytes(sources[0]);
+        final long destinationWithData = allocatedBytes(sparse);
+        qemuIo(GroupChecks.uri(created, 0), "discard 41216k 512k");
+        awaitReplicated(testbed, name, 60);
+        GroupChecks.assertSameVolumes(sources, destinations, SIZE);
+        assertTrue(allocatedBytes(sources[0]) <= sourceWithData - MIB / 2, "the source kept " +
+            allocatedBytes(sources[0]) + " bytes of " + sourceWithData);
+        assertTrue(allocatedBytes(sparse) <= destinationWithData - MIB / 2, "the destination kept " +
+            allocatedBytes(sparse) + " bytes of " + destinationWithData);
+        assertEquals(2 * MIB + MIB / 2, GroupChecks.number(testbed.group("site-a", name), "trimmed_bytes"));
         assertCounted("site-a", "source", name, "zero_bytes_total", GroupChecks.number(testbed.group("site-a", name),
             "zero_bytes"));
         assertCounted("site-b", "destination", name, "deallocated_bytes_total",

@@ -971,7 +971,9 @@ public final class DestinationGroup implements Agent, AutoCloseable
         // sparse destination where its source holds nothing. Only records of a region or more: the compare would
         // cost every short random write, and a hole of a few KiB saves little. Random data differs at once. A
         // source of an older version sends the zeros themselves rather than a zero record.
-        final boolean deallocatable = ZeroCheck.worthChecking(volumes[vol], offset, length);
+        // A zero record needs no compare: deallocated at any length (a TRIM's few KiB) where the volume can.
+        final boolean deallocatable = zeroRecord ? ZeroCheck.mayDeallocate(volumes[vol], offset, length) :
+            ZeroCheck.worthChecking(volumes[vol], offset, length);
         final boolean zeros = zeroRecord || deallocatable && zeroCheck.isAllZeros(payload);
         final boolean batched = !zeros && batch != null && ApplyBatch.batchable(directFd, offset, length);
         if (batch != null && (batched ? batch.mustDrainBefore(vol, offset, length) : batch.count() > 0))

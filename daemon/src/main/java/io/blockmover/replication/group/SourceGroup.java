@@ -191,7 +191,7 @@ public final class SourceGroup implements AutoCloseable
     final AtomicLong regionsResent = new AtomicLong();
     /** Bytes of zeros logged (and sent) as their length only: a client's WRITE_ZEROES, a resync's empty regions. */
     final AtomicLong zeroBytesLogged = new AtomicLong();
-    /** Bytes of clients' TRIMs deallocated here and replicated (whole regions of a volume that deallocates). */
+    /** Bytes of clients' TRIMs deallocated here and replicated (where a volume deallocates, and held data). */
     final AtomicLong trimmedBytes = new AtomicLong();
     // The resyncer's: whether a region it read is empty, and the zero record that says so.
     private final ZeroCheck resyncZeroCheck = new ZeroCheck();
@@ -446,13 +446,13 @@ public final class SourceGroup implements AutoCloseable
      * all, the partner's ACK of the last record or a FLUSH's force for FUA: a range of many regions costs one round
      * trip to the partner, not one per region (an fstrim of a thin volume's free space spans thousands).
      *
-     * @param wholeRegionsOnly a TRIM's: only the range's whole regions, and of those only regions that are not a
-     *                         hole of the volume already; each then deallocated rather than written where the volume
-     *                         can, and counted in {@code trimmed_bytes}. Nothing at all on a volume that cannot.
-     * @param mayDeallocate    a WRITE_ZEROES's: whether its whole regions may be deallocated rather than written.
+     * @param trim          a TRIM's: only where the volume can deallocate ({@link Volume#deallocates}) and does not
+     *                      hold a hole already; deallocated rather than written, and counted in {@code trimmed_bytes}.
+     *                      Nothing at all on a volume that cannot.
+     * @param mayDeallocate a WRITE_ZEROES's: whether it may be deallocated rather than written, where the volume can.
      */
     private void writeZeroes(final int vol, final long offset, final long length, final boolean fua,
-        final boolean wholeRegionsOnly, final boolean mayDeallocate) throws IOException
+        final boolean trim, final boolean mayDeallocate) throws IOException
     {
         final Volume volume = volumes[vol];
         final long region = config.regionLength;
@@ -468,12 +468,12 @@ public final class SourceGroup implements AutoCloseable
             {
                 final long regionEnd = (at / region + 1) * region;
                 final int n = (int)(Math.min(end, regionEnd) - at);
-                final boolean whole = n == region;
-                if (wholeRegionsOnly && (!whole || !volume.canDeallocate()))
+                if (trim && !volume.deallocates(at, n))
                 {
-                    // A ragged end, or a volume that keeps its data: NBD lets a TRIM change nothing.
+                    // A volume that keeps its data, or a piece of a thin volume's chunk: NBD lets a TRIM change
+                    // nothing.
                 }
-                else if (wholeRegionsOnly && volume.isHole(at, region))
+                else if (trim && volume.isHole(at, n))
                 {
                     // A hole already (fstrim trims the same free space again at every run): zeros on both sides.
                 }
@@ -488,11 +488,11 @@ public final class SourceGroup implements AutoCloseable
                         activity.release(activity.mark(vol, r, markedThrough - 1));
                     }
                     last = writeUnacknowledged(vol, at, zeros.duplicate(), n, false, RecordFlags.ZEROES,
-                        whole && (wholeRegionsOnly || mayDeallocate));
+                        trim || mayDeallocate && volume.deallocates(at, n));
                     lastLsn = Math.max(lastLsn, last.lsn);
-                    if (wholeRegionsOnly)
+                    if (trim)
                     {
-                        trimmedBytes.addAndGet(region);
+                        trimmedBytes.addAndGet(n);
                     }
                 }
                 at = Math.min(end, regionEnd);
@@ -2462,11 +2462,12 @@ public final class SourceGroup implements AutoCloseable
 
         /**
          * Advisory in NBD: what a trimmed range reads afterwards is unspecified. Where this volume deallocates (a
-         * sparse file, a thin LV, a device with WRITE ZEROES) the range's whole regions are given back, here and on
-         * the partner: each is a zero record, in write order with the writes around it, and deallocated on both
-         * sides; a VM's discards keep both thin. Elsewhere, and at the range's ragged ends, the data stays as it
-         * was, and nothing is replicated. Where a deallocation is refused after all (once per volume), that region's
-         * zeros are written, so that both sides still hold the same bytes.
+         * sparse file, a thin LV, a device with WRITE ZEROES) the range is given back, here and on the partner: a
+         * zero record per region it touches, in write order with the writes around it, deallocated on both sides;
+         * a VM's discards keep both thin, the few KiB of a file system's online discard too. Elsewhere, and on a
+         * thin LV where a piece is not made of whole chunks of its pool, the data stays as it was, and nothing is
+         * replicated. Where a deallocation is refused after all (once per volume), the zeros are written, so that
+         * both sides still hold the same bytes.
          */
         @Override
         public void trim(final long offset, final long length) throws IOException
@@ -2483,8 +2484,8 @@ public final class SourceGroup implements AutoCloseable
         /**
          * Replicated as records of zeros, one per region the range touches, so order and recovery stay the same;
          * each record holds the length of its zeros, not the zeros (ZeroRecord). The volume's zeros are written,
-         * or, for a whole region the client lets us deallocate, deallocated where the volume can (as for a TRIM):
-         * a VM's zeroing (qemu's detect-zeroes=unmap) keeps a thin source thin.
+         * or, where the client lets us deallocate, deallocated where the volume can (as for a TRIM): a VM's zeroing
+         * (qemu's detect-zeroes=unmap) keeps a thin source thin.
          */
         @Override
         public void writeZeroes(final long offset, final long length, final boolean fua, final boolean mayDeallocate)

@@ -719,14 +719,14 @@ class SourceGroupTest
     }
 
     /**
-     * A TRIM gives the whole regions of its range back where the volume deallocates (a sparse file here): a hole
-     * here and a zero record for the partner, in write order; its ragged ends keep their data. So does a
-     * WRITE_ZEROES the client lets us deallocate, for its whole regions; the rest of its zeros are written. A
-     * region that is a hole already sends nothing. On a volume that does not deallocate (every block written) a
-     * TRIM changes nothing and sends nothing.
+     * A TRIM gives its range back where the volume deallocates (a sparse file here): a hole here and a zero record
+     * for the partner per region it touches, in write order, its ragged ends included (the few KiB of a file
+     * system's online discard). So does a WRITE_ZEROES the client lets us deallocate. A region that is a hole
+     * already sends nothing. On a volume that does not deallocate (every block written) a TRIM changes nothing and
+     * sends nothing.
      */
     @Test
-    void shouldDeallocateTheWholeRegionsOfATrimAndReplicateThemAsZeroRecords() throws IOException
+    void shouldDeallocateATrimmedRangeAndReplicateItAsZeroRecords() throws IOException
     {
         final byte[] data = sparseVolumeWithDataInRegionsOneToFour();
         group = open(GroupMode.ASYNC, 1L << 20);
@@ -734,22 +734,25 @@ class SourceGroupTest
 
         final RecordLog.Cursor cursor = group.log().newCursor();
         cursor.position(group.log().headPosition());
-        assertZeroRecord(cursor, 1, 2L * REGION, REGION, 0);
-        assertFalse(cursor.next(), "regions 1 and 3 only partly trimmed: kept");
+        assertZeroRecord(cursor, 1, REGION + 4096, REGION - 4096, 0);
+        assertZeroRecord(cursor, 2, 2L * REGION, REGION, 0);
+        assertZeroRecord(cursor, 3, 3L * REGION, 4096, 0);
+        assertFalse(cursor.next());
         group.export(0).writeZeroes(3L * REGION, REGION + 4096, false, true);
-        assertZeroRecord(cursor, 2, 3L * REGION, REGION, 0);
-        assertZeroRecord(cursor, 3, 4L * REGION, 4096, 0);
+        assertZeroRecord(cursor, 4, 3L * REGION, REGION, 0);
+        assertZeroRecord(cursor, 5, 4L * REGION, 4096, 0);
         final byte[] expected = data.clone();
-        Arrays.fill(expected, REGION, 3 * REGION + 4096, (byte)0);
+        Arrays.fill(expected, 4096, 3 * REGION + 4096, (byte)0);
         assertArrayEquals(expected, fileBytes(REGION, 4 * REGION));
-        final List<Long> holes = io.blockmover.FileHoles.starts(dir.resolve("volume.img"), 5L * REGION);
-        assertEquals(List.of(0L, 2L * REGION), holes, "regions 2 (trimmed) and 3 (zeroed) deallocated");
-        assertEquals(REGION, group.trimmedBytes.get());
+        assertEquals(List.of(List.of(0L, (long)REGION), List.of(REGION + 4096L, 4L * REGION + 4096)),
+            io.blockmover.FileHoles.of(dir.resolve("volume.img"), 5L * REGION),
+            "region 0, and all but the first 4 KiB of region 1 through the first 4 KiB of region 4 deallocated");
+        assertEquals(2L * REGION, group.trimmedBytes.get());
 
         group.export(0).trim(0, 4L * REGION); // Regions 0, 2 and 3 are holes already: only region 1 goes.
-        assertZeroRecord(cursor, 4, REGION, REGION, 0);
+        assertZeroRecord(cursor, 6, REGION, REGION, 0);
         assertFalse(cursor.next());
-        assertEquals(2L * REGION, group.trimmedBytes.get());
+        assertEquals(3L * REGION, group.trimmedBytes.get());
     }
 
     /** Writes random data to regions 1 to 4 of a sparse volume file; region 0 and those after 4 are holes. */
