@@ -779,13 +779,7 @@ class SourceGroupTest
     void shouldWaitForThePartnerOnceForATrimOrWriteZeroesOfManyRegions() throws Exception
     {
         sparseVolumeWithDataInRegionsOneToFour();
-        group = open(GroupMode.SYNC, 1L << 20);
-        final NbdExport export = group.export(0);
-        export.write(0, pattern(1, 4096), 4096, false);
-        group.linked(() -> { });
-        group.partnerProgress(1, 1);
-        group.updateCurrent(1L << 30);
-        assertTrue(group.isPartnerCurrent());
+        final NbdExport export = openSyncWithOneDurableWrite();
 
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         final Thread trim = new Thread(() ->
