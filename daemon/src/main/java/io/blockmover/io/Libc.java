@@ -27,6 +27,8 @@ public final class Libc
     public static final int EOPNOTSUPP = 95;
     /** lseek whence: the first offset at or after the given one that holds data (a hole's bytes do not). */
     public static final int SEEK_DATA = 3;
+    /** lseek whence: the first offset at or after the given one in a hole (the end of the file counts as one). */
+    public static final int SEEK_HOLE = 4;
 
     /** ioctl BLKGETSIZE64: device size in bytes. */
     private static final long BLKGETSIZE64 = 0x80081272L;

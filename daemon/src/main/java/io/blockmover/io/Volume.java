@@ -632,6 +632,52 @@ public final class Volume implements AutoCloseable
     }
 
     /**
+     * Where the run of holes or of data that {@code position} starts ends, for a client that asks how a volume is
+     * allocated (NBD_CMD_BLOCK_STATUS): as {@link #isHole}, one lseek (SEEK_DATA from a hole, SEEK_HOLE from data),
+     * which counts data still in the page cache as data. A block device, a file system that cannot say, and a
+     * range past the file's end are data.
+     *
+     * @param position byte offset within the volume.
+     * @param end      where to stop looking.
+     * @return the end of the run, at most {@code end}; negated for a run of holes (reads as zeros, nothing
+     *     allocated), so -{@code end} where the rest of the range is one.
+     */
+    public long allocationRun(final long position, final long end)
+    {
+        if (!seeksHoles)
+        {
+            return end;
+        }
+        try
+        {
+            final long data = Libc.lseek(directFd, position, Libc.SEEK_DATA);
+            if (data > position)
+            {
+                return -Math.min(data, end);
+            }
+            return Math.min(Libc.lseek(directFd, position, Libc.SEEK_HOLE), end);
+        }
+        catch (final LastErrorException ex)
+        {
+            // ENXIO: no data from here to the end of the file; past its end (truncated under us) it is data, so
+            // that a read fails as it must.
+            return ex.getErrorCode() == Libc.ENXIO && end <= fileLength() ? -end : end;
+        }
+    }
+
+    private long fileLength()
+    {
+        try
+        {
+            return direct.size();
+        }
+        catch (final IOException ex)
+        {
+            return -1;
+        }
+    }
+
+    /**
      * @return whether {@link #deallocate} is tried here: a block device, or a file sparse at open, until it failed.
      */
     public boolean canDeallocate()

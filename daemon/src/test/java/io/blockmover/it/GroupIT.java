@@ -235,7 +235,7 @@ class GroupIT
     @Test
     void shouldLeaveHolesWhereTheSourceHoldsZeros() throws Exception
     {
-        assumeTools("qemu-io");
+        assumeTools("qemu-io", "nbdinfo");
         final String name = "thin";
         final Path[] sources = zeroFiles(name + "-src", 2);
         Volumes.patch(sources[0], 8 * MIB, (int)MIB, (byte)0x6d);
@@ -258,6 +258,11 @@ class GroupIT
         final Map<String, Object> synced = testbed.group("site-a", name);
         assertTrue(GroupChecks.number(synced, "bytes_sent") < 8 * MIB, "sent for 1 MiB of data: " + synced);
         assertTrue(GroupChecks.number(synced, "zero_bytes") >= 2 * SIZE - MIB, synced.toString());
+        // The source's export says where its holes are (BLOCK_STATUS): its 1 MiB of data at 8 MiB, holes around.
+        final String map = Run.of(60, List.of("nbdinfo", "--map", GroupChecks.uri(created, 0))).expect(0).stdout();
+        assertEquals(List.of("0 8388608 3 hole,zero", "8388608 1048576 0 data",
+            "9437184 " + (SIZE - 9 * MIB) + " 3 hole,zero"),
+            map.lines().map(line -> line.trim().replaceAll(" +", " ")).toList());
 
         qemuIo(GroupChecks.uri(created, 0), "write -z 8M 1M", "write -P 0x6e 32M 2M");
         awaitReplicated(testbed, name, 60);

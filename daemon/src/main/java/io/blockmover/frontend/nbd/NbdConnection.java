@@ -21,6 +21,7 @@ import org.agrona.concurrent.ManyToOneConcurrentArrayQueue;
 import io.blockmover.buffer.Slab;
 import io.blockmover.io.LinuxAio;
 
+import static io.blockmover.frontend.nbd.NbdProtocol.CMD_BLOCK_STATUS;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_DISC;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLAG_FUA;
 import static io.blockmover.frontend.nbd.NbdProtocol.CMD_FLUSH;
@@ -85,6 +86,8 @@ final class NbdConnection implements Runnable
      * larger ones go straight into their slot.
      */
     static final int INBOUND_CAPACITY = 64 * 1024;
+    /** The most extents one BLOCK_STATUS reply describes; a client asks again from where it ends. */
+    static final int MAX_EXTENTS = 4096;
     /** How long the reaper waits in one io_getevents: only a bound, as completions end the wait. */
     static final long REAP_TIMEOUT_NS = 1_000_000_000L;
 
@@ -119,6 +122,12 @@ final class NbdConnection implements Runnable
 
     private NbdExport export;
     private boolean noZeroes;
+    /** NBD_OPT_STRUCTURED_REPLY was agreed: READ and BLOCK_STATUS replies are structured reply chunks. */
+    private boolean structuredReplies;
+    /** The export that NBD_OPT_SET_META_CONTEXT selected base:allocation for, or null. */
+    private String allocationSelectedFor;
+    /** BLOCK_STATUS is served: base:allocation was selected for the export this connection serves. */
+    private boolean allocationContext;
     // Set by whichever of the reader, the reaper and the workers fails first.
     private final AtomicBoolean ioErrorLogged = new AtomicBoolean();
     private ByteBuffer memory;
@@ -358,7 +367,7 @@ final class NbdConnection implements Runnable
                     reply.putLong(found.size()).putShort((short)transmissionFlags(found));
                     reply.position(reply.limit()).flip();
                     writeFully(reply);
-                    return found;
+                    return serving(found);
                 }
                 case NbdProtocol.OPT_ABORT:
                     optionReply(option, NbdProtocol.REP_ACK, null);
@@ -372,16 +381,112 @@ final class NbdConnection implements Runnable
                     final NbdExport chosen = info(option, data);
                     if (chosen != null && option == NbdProtocol.OPT_GO)
                     {
-                        return chosen;
+                        return serving(chosen);
                     }
                     break;
                 }
+                case NbdProtocol.OPT_STRUCTURED_REPLY:
+                    if (length != 0)
+                    {
+                        optionError(option, NbdProtocol.REP_ERR_INVALID, "NBD_OPT_STRUCTURED_REPLY takes no data");
+                        break;
+                    }
+                    structuredReplies = true;
+                    optionReply(option, NbdProtocol.REP_ACK, null);
+                    break;
+                case NbdProtocol.OPT_LIST_META_CONTEXT:
+                case NbdProtocol.OPT_SET_META_CONTEXT:
+                    metaContext(option, data);
+                    break;
                 default:
-                    // Includes STRUCTURED_REPLY and STARTTLS: clients fall back to simple replies and plain text.
+                    // Includes STARTTLS and EXTENDED_HEADERS: clients fall back to plain text and compact headers.
                     optionError(option, NbdProtocol.REP_ERR_UNSUP, "option " + option + " is not supported");
                     break;
             }
         }
+    }
+
+    /**
+     * The export the client chose: BLOCK_STATUS is served only if base:allocation was selected for it.
+     */
+    private NbdExport serving(final NbdExport chosen)
+    {
+        allocationContext = allocationSelectedFor != null && lookup(allocationSelectedFor) == chosen;
+        return chosen;
+    }
+
+    /**
+     * NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT: u32 name length, export name, u32 query count, per
+     * query u32 length and the query. The one context served is base:allocation (which ranges are holes): a LIST
+     * names it when asked for no query, "base:" or itself; a SET selects it for the export when asked for by its
+     * name, and otherwise selects nothing. Only after NBD_OPT_STRUCTURED_REPLY, as its replies are structured.
+     */
+    private void metaContext(final int option, final ByteBuffer data) throws IOException
+    {
+        final boolean set = option == NbdProtocol.OPT_SET_META_CONTEXT;
+        if (set)
+        {
+            allocationSelectedFor = null; // A SET replaces what an earlier one selected, a failed one included.
+        }
+        if (!structuredReplies)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "metadata contexts need NBD_OPT_STRUCTURED_REPLY first");
+            return;
+        }
+        final int length = data.remaining();
+        final long nameLength = length < 8 ? -1 : data.getInt(0) & 0xFFFF_FFFFL;
+        if (nameLength < 0 || nameLength > length - 8)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "option data too short for its export name");
+            return;
+        }
+        final long count = data.getInt(4 + (int)nameLength) & 0xFFFF_FFFFL;
+        boolean allocation = !set && count == 0;
+        int at = 8 + (int)nameLength;
+        final String exportName;
+        try
+        {
+            exportName = decode(data.duplicate().position(4).limit(4 + (int)nameLength));
+            for (long i = 0; i < count; i++)
+            {
+                final long queryLength = at + 4 > length ? -1 : data.getInt(at) & 0xFFFF_FFFFL;
+                if (queryLength < 0 || queryLength > length - at - 4)
+                {
+                    optionError(option, NbdProtocol.REP_ERR_INVALID, "query " + i + " runs past the option");
+                    return;
+                }
+                final String query = decode(data.duplicate().position(at + 4).limit(at + 4 + (int)queryLength));
+                allocation |= NbdProtocol.CONTEXT_ALLOCATION.equals(query) || !set && "base:".equals(query);
+                at += 4 + (int)queryLength;
+            }
+        }
+        catch (final ProtocolException ex)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "export name or query is not UTF-8");
+            return;
+        }
+        if (at != length)
+        {
+            optionError(option, NbdProtocol.REP_ERR_INVALID, "option length does not match its queries");
+            return;
+        }
+        if (lookup(exportName) == null)
+        {
+            optionError(option, NbdProtocol.REP_ERR_UNKNOWN, "no export named '" + exportName + "'");
+            return;
+        }
+        if (allocation)
+        {
+            final byte[] contextName = NbdProtocol.CONTEXT_ALLOCATION.getBytes(StandardCharsets.UTF_8);
+            final ByteBuffer context = ByteBuffer.allocate(4 + contextName.length);
+            context.putInt(set ? NbdProtocol.CONTEXT_ALLOCATION_ID : 0).put(contextName).flip();
+            optionReply(option, NbdProtocol.REP_META_CONTEXT, context);
+            if (set)
+            {
+                allocationSelectedFor = exportName;
+            }
+        }
+        optionReply(option, NbdProtocol.REP_ACK, null);
     }
 
     private void list(final int option, final long length) throws IOException
@@ -609,7 +714,7 @@ final class NbdConnection implements Runnable
             request.cookie = cookie;
             request.offset = offset;
             request.length = length;
-            request.error = validate(type, offset, length, size, readOnly, maxPayload);
+            request.error = validate(type, offset, length, size, readOnly, maxPayload, allocationContext);
             if (type == CMD_WRITE)
             {
                 if (!readPayload(request))
@@ -876,16 +981,23 @@ final class NbdConnection implements Runnable
      * Checks a request against the export before any I/O; the rules are those advertised in the handshake
      * (minimum block 4096, maximum block maxPayload).
      *
+     * @param blockStatus whether BLOCK_STATUS is served (base:allocation selected for this export).
      * @return 0 or the NBD error to reply with.
      */
     static int validate(
         final int type, final long offset, final long length, final long size, final boolean readOnly,
-        final int maxPayload)
+        final int maxPayload, final boolean blockStatus)
     {
         switch (type)
         {
             case CMD_FLUSH:
                 return 0;
+            case CMD_BLOCK_STATUS:
+                if (!blockStatus)
+                {
+                    return NBD_EINVAL;
+                }
+                break;
             case CMD_READ:
             case CMD_WRITE:
                 if (length > maxPayload)
@@ -899,7 +1011,7 @@ final class NbdConnection implements Runnable
             default:
                 return NBD_EINVAL;
         }
-        if (readOnly && type != CMD_READ)
+        if (readOnly && type != CMD_READ && type != CMD_BLOCK_STATUS)
         {
             return NBD_EPERM;
         }
@@ -1116,10 +1228,10 @@ final class NbdConnection implements Runnable
     private void queueReply(final NbdRequest request)
     {
         fillReplyHeader(request);
-        request.withData = request.type == CMD_READ && request.error == 0;
+        request.withData = request.error == 0 && (request.type == CMD_READ || request.type == CMD_BLOCK_STATUS);
         if (request.withData)
         {
-            request.buffer.limit((int)request.length).position(0);
+            request.buffer.limit(request.type == CMD_READ ? (int)request.length : request.statusLength).position(0);
         }
         replies.offer(request); // Never full: it has room for every slot.
     }
@@ -1249,6 +1361,9 @@ final class NbdConnection implements Runnable
                         export.writeZeroes(request.offset, request.length, fua,
                             (request.flags & NbdProtocol.CMD_FLAG_NO_HOLE) == 0);
                         break;
+                    case CMD_BLOCK_STATUS:
+                        request.statusLength = describeAllocation(request);
+                        break;
                     default:
                         request.error = NBD_EINVAL;
                         break;
@@ -1307,20 +1422,78 @@ final class NbdConnection implements Runnable
                 return "TRIM";
             case CMD_WRITE_ZEROES:
                 return "WRITE_ZEROES";
+            case CMD_BLOCK_STATUS:
+                return "BLOCK_STATUS";
             default:
                 return "command " + type;
         }
     }
 
-    private static void fillReplyHeader(final NbdRequest request)
+    /**
+     * A simple reply, or once structured replies are agreed for a READ or BLOCK_STATUS, the one chunk that answers
+     * it whole (flag DONE): its data with their offset, its extents, or its error without a message. The spec
+     * forbids a simple reply to a READ then; other commands keep theirs.
+     */
+    private void fillReplyHeader(final NbdRequest request)
     {
-        request.replyHeader.clear().putInt(0, NbdProtocol.SIMPLE_REPLY_MAGIC).putInt(4, request.error)
+        final ByteBuffer header = request.replyHeader.clear();
+        if (!structuredReplies || request.type != CMD_READ && request.type != CMD_BLOCK_STATUS)
+        {
+            header.putInt(0, NbdProtocol.SIMPLE_REPLY_MAGIC).putInt(4, request.error).putLong(8, request.cookie)
+                .limit(NbdProtocol.SIMPLE_REPLY_LENGTH);
+            return;
+        }
+        header.putInt(0, NbdProtocol.STRUCTURED_REPLY_MAGIC).putShort(4, (short)NbdProtocol.REPLY_FLAG_DONE)
             .putLong(8, request.cookie);
+        final int at = NbdProtocol.STRUCTURED_REPLY_LENGTH;
+        if (request.error != 0)
+        {
+            header.putShort(6, (short)NbdProtocol.REPLY_TYPE_ERROR).putInt(16, 6).putInt(at, request.error)
+                .putShort(at + 4, (short)0).limit(at + 6);
+        }
+        else if (request.type == CMD_READ)
+        {
+            header.putShort(6, (short)NbdProtocol.REPLY_TYPE_OFFSET_DATA).putInt(16, 8 + (int)request.length)
+                .putLong(at, request.offset).limit(at + 8);
+        }
+        else
+        {
+            header.putShort(6, (short)NbdProtocol.REPLY_TYPE_BLOCK_STATUS).putInt(16, request.statusLength)
+                .limit(at);
+        }
     }
 
     /**
-     * Writes {@code count} buffers in one gathering write: the simple replies of that many requests, READ data
-     * after its header. The reply lock is held (drainReplies).
+     * Fills a BLOCK_STATUS reply's payload into the slot: the context id, then an extent (u32 length, u32 flags)
+     * per run of holes or of data from the request's offset to its end, at most {@link #MAX_EXTENTS} (one for
+     * REQ_ONE); a client asks again from where the last one ends.
+     *
+     * @return the payload's length.
+     */
+    private int describeAllocation(final NbdRequest request)
+    {
+        final ByteBuffer out = request.buffer;
+        out.clear().putInt(0, NbdProtocol.CONTEXT_ALLOCATION_ID);
+        final long end = request.offset + request.length;
+        final int most = (request.flags & NbdProtocol.CMD_FLAG_REQ_ONE) != 0 ? 1 :
+            Math.min(MAX_EXTENTS, (out.capacity() - 4) / 8);
+        int at = 4;
+        long position = request.offset;
+        for (int n = 0; n < most && position < end; n++)
+        {
+            final long run = export.allocationRun(position, end);
+            final long runEnd = Math.abs(run) > position ? Math.abs(run) : end; // One that cannot say: data.
+            out.putInt(at, (int)(runEnd - position))
+                .putInt(at + 4, run < 0 ? NbdProtocol.STATE_HOLE | NbdProtocol.STATE_ZERO : 0);
+            at += 8;
+            position = runEnd;
+        }
+        return at;
+    }
+
+    /**
+     * Writes {@code count} buffers in one gathering write: the replies of that many requests, READ data (or
+     * BLOCK_STATUS extents) after its header. The reply lock is held (drainReplies).
      */
     private void writeReplies(final ByteBuffer[] buffers, final int count)
     {

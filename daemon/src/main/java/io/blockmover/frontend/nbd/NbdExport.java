@@ -135,4 +135,18 @@ public interface NbdExport
     {
         writeZeroes(offset, length, fua);
     }
+
+    /**
+     * How the export is allocated, for NBD_CMD_BLOCK_STATUS (metadata context base:allocation): where the run of
+     * holes or of data that {@code offset} starts ends. Clients such as nbdcopy and qemu-img skip the holes of a
+     * thin volume instead of reading them. By default all data.
+     *
+     * @param offset byte offset.
+     * @param end    where to stop looking.
+     * @return the end of the run, at most {@code end}; negated for a run of holes, which read as zeros.
+     */
+    default long allocationRun(long offset, long end)
+    {
+        return end;
+    }
 }

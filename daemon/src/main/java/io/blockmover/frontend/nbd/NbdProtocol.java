@@ -19,6 +19,13 @@ package io.blockmover.frontend.nbd;
  *   +--------+--------+----------------+
  *   | magic  | error  | cookie         |
  *   +--------+--------+----------------+
+ * structured reply chunk (20 bytes, once NBD_OPT_STRUCTURED_REPLY is agreed), then length bytes of payload:
+ *   0        4        6        8                16       20
+ *   +--------+--------+--------+----------------+--------+
+ *   | magic  | flags  | type   | cookie         | length |
+ *   +--------+--------+--------+----------------+--------+
+ *   OFFSET_DATA: u64 offset, data; ERROR: u32 error, u16 message length, message;
+ *   BLOCK_STATUS: u32 context id, then per extent u32 length, u32 flags (HOLE, ZERO).
  * </pre>
  */
 public final class NbdProtocol
@@ -28,9 +35,13 @@ public final class NbdProtocol
     public static final long OPTION_REPLY_MAGIC = 0x3e889045565a9L;
     public static final int REQUEST_MAGIC = 0x25609513;
     public static final int SIMPLE_REPLY_MAGIC = 0x67446698;
+    public static final int STRUCTURED_REPLY_MAGIC = 0x668e33ef;
 
     public static final int REQUEST_LENGTH = 28;
     public static final int SIMPLE_REPLY_LENGTH = 16;
+    public static final int STRUCTURED_REPLY_LENGTH = 20;
+    /** The longest reply header a slot writes: a structured OFFSET_DATA chunk's, with its offset. */
+    public static final int MAX_REPLY_HEADER_LENGTH = STRUCTURED_REPLY_LENGTH + 8;
 
     public static final int FLAG_FIXED_NEWSTYLE = 1;
     public static final int FLAG_NO_ZEROES = 1 << 1;
@@ -44,10 +55,13 @@ public final class NbdProtocol
     public static final int OPT_INFO = 6;
     public static final int OPT_GO = 7;
     public static final int OPT_STRUCTURED_REPLY = 8;
+    public static final int OPT_LIST_META_CONTEXT = 9;
+    public static final int OPT_SET_META_CONTEXT = 10;
 
     public static final int REP_ACK = 1;
     public static final int REP_SERVER = 2;
     public static final int REP_INFO = 3;
+    public static final int REP_META_CONTEXT = 4;
     public static final int REP_FLAG_ERROR = 1 << 31;
     public static final int REP_ERR_UNSUP = REP_FLAG_ERROR | 1;
     public static final int REP_ERR_POLICY = REP_FLAG_ERROR | 2;
@@ -74,9 +88,23 @@ public final class NbdProtocol
     public static final int CMD_FLUSH = 3;
     public static final int CMD_TRIM = 4;
     public static final int CMD_WRITE_ZEROES = 6;
+    public static final int CMD_BLOCK_STATUS = 7;
 
     public static final int CMD_FLAG_FUA = 1;
     public static final int CMD_FLAG_NO_HOLE = 1 << 1;
+    public static final int CMD_FLAG_REQ_ONE = 1 << 3;
+
+    public static final int REPLY_FLAG_DONE = 1;
+    public static final int REPLY_TYPE_OFFSET_DATA = 1;
+    public static final int REPLY_TYPE_BLOCK_STATUS = 5;
+    public static final int REPLY_TYPE_ERROR = (1 << 15) + 1;
+
+    /** The one metadata context served: which ranges are holes (and so read as zeros). */
+    public static final String CONTEXT_ALLOCATION = "base:allocation";
+    /** Its id on every connection that selects it. */
+    public static final int CONTEXT_ALLOCATION_ID = 1;
+    public static final int STATE_HOLE = 1;
+    public static final int STATE_ZERO = 1 << 1;
 
     public static final int NBD_EPERM = 1;
     public static final int NBD_EIO = 5;

@@ -15,7 +15,7 @@ final class NbdRequest implements WriteCompletion
     private final NbdConnection owner;
     /** Payload of a WRITE or data of a READ, aligned to 4096, from position 0. */
     final ByteBuffer buffer;
-    /** The 16-byte simple reply. */
+    /** The reply's header: a simple reply, or a structured chunk's header with its first fields. */
     final ByteBuffer replyHeader;
     /** This slot's number in its connection, 0 to slots-1: its Linux AIO slot too. */
     final int slot;
@@ -25,6 +25,8 @@ final class NbdRequest implements WriteCompletion
     long cookie;
     long offset;
     long length;
+    /** A BLOCK_STATUS reply's payload length, in {@link #buffer}. */
+    int statusLength;
     /** NBD error code to reply with; 0 while the request is valid and has not failed. */
     int error;
     /** The reply carries READ data: {@link #buffer} from 0 to the length. Set when the reply is queued. */
@@ -39,7 +41,7 @@ final class NbdRequest implements WriteCompletion
         this.owner = owner;
         this.slot = slot;
         this.buffer = buffer;
-        this.replyHeader = ByteBuffer.allocateDirect(NbdProtocol.SIMPLE_REPLY_LENGTH);
+        this.replyHeader = ByteBuffer.allocateDirect(NbdProtocol.MAX_REPLY_HEADER_LENGTH);
     }
 
     @Override

@@ -23,7 +23,8 @@ import io.blockmover.ErrorCode;
 import io.blockmover.buffer.Slab;
 
 /**
- * An NBD server (newstyle fixed handshake, simple replies only) on a Unix socket, a TCP address, or both.
+ * An NBD server (newstyle fixed handshake; simple replies, structured ones for READ and BLOCK_STATUS where the
+ * client asks for them, with the base:allocation context) on a Unix socket, a TCP address, or both.
  * <p>
  * Threads: one acceptor per listener, one watchdog, and per connection one reader plus
  * {@code workersPerConnection} workers (see {@link NbdConnection}), so requests of one connection run

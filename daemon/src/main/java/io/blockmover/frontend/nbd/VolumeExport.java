@@ -93,6 +93,12 @@ public final class VolumeExport implements NbdExport
     }
 
     @Override
+    public long allocationRun(final long offset, final long end)
+    {
+        return volume.allocationRun(offset, end);
+    }
+
+    @Override
     public void trim(final long offset, final long length)
     {
         // Advisory: the content of a trimmed range is unspecified. Its whole blocks are given back where the volume

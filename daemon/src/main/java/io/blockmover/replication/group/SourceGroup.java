@@ -2460,6 +2460,12 @@ public final class SourceGroup implements AutoCloseable
             SourceGroup.this.flush(index);
         }
 
+        @Override
+        public long allocationRun(final long offset, final long end)
+        {
+            return volumes[index].allocationRun(offset, end);
+        }
+
         /**
          * Advisory in NBD: what a trimmed range reads afterwards is unspecified. Where this volume deallocates (a
          * sparse file, a thin LV, a device with WRITE ZEROES) the range is given back, here and on the partner: a

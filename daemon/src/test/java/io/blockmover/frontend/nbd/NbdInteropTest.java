@@ -46,6 +46,9 @@ class NbdInteropTest
     private Volume volume;
     private NbdServer server;
     private String uri;
+    private Path sparseFile;
+    private Volume sparseVolume;
+    private String sparseUri;
 
     /** Exit status and merged output of a finished tool. */
     private record Result(int exitCode, String output)
@@ -58,13 +61,26 @@ class NbdInteropTest
         file = dir.resolve("disk.img");
         Files.write(file, NbdServerTest.random(SIZE, 21));
         volume = Volume.open(file, true);
+        // 64 MiB, a hole but for 2 MiB of data at 8 MiB and 4 KiB at 40 MiB.
+        sparseFile = dir.resolve("sparse.img");
+        try (java.io.RandomAccessFile sparse = new java.io.RandomAccessFile(sparseFile.toFile(), "rw"))
+        {
+            sparse.setLength(SIZE);
+            sparse.seek(8L << 20);
+            sparse.write(NbdServerTest.random(2 << 20, 24));
+            sparse.seek(40L << 20);
+            sparse.write(NbdServerTest.random(4096, 25));
+        }
+        sparseVolume = Volume.open(sparseFile, true);
         final ExportRegistry exports = new ExportRegistry();
         exports.add(new VolumeExport("disk", volume, false));
+        exports.add(new VolumeExport("sparse", sparseVolume, false));
         final Path socket = dir.resolve("nbd.sock");
         server = new NbdServer(exports, socket, null, NbdServer.DEFAULT_WORKERS_PER_CONNECTION,
             NbdServer.DEFAULT_MAX_PAYLOAD, System.getLogger("nbd-interop"));
         server.start();
         uri = "nbd+unix:///disk?socket=" + socket;
+        sparseUri = "nbd+unix:///sparse?socket=" + socket;
     }
 
     @AfterEach
@@ -72,6 +88,7 @@ class NbdInteropTest
     {
         server.close();
         volume.close();
+        sparseVolume.close();
     }
 
     private static boolean installed(final String tool)
@@ -173,6 +190,36 @@ class NbdInteropTest
         assertArrayEquals(content, Files.readAllBytes(file));
         runOk("nbdcopy", uri, target.toString());
         assertArrayEquals(content, Files.readAllBytes(target));
+        assertNoServerErrors();
+    }
+
+    /**
+     * The export says where its holes are (NBD_CMD_BLOCK_STATUS in the base:allocation context, over structured
+     * replies): nbdinfo maps them, qemu-img too, and nbdcopy skips them, so the copy of a thin volume is as thin.
+     * Before, every client saw one extent of data and read all of it.
+     */
+    @Test
+    void shouldMapHolesAndCopyThemAsHoles() throws Exception
+    {
+        final String map = runOk("nbdinfo", "--map", sparseUri).output();
+        assertEquals(List.of(
+            "0 8388608 3 hole,zero",
+            "8388608 2097152 0 data",
+            "10485760 31457280 3 hole,zero",
+            "41943040 4096 0 data",
+            "41947136 25161728 3 hole,zero"),
+            map.lines().map(line -> line.trim().replaceAll(" +", " ")).toList());
+        final String qemuMap = runOk("qemu-img", "map", "-f", "raw", "--output=json", sparseUri).output();
+        assertTrue(qemuMap.contains("\"start\": 8388608, \"length\": 2097152, \"depth\": 0, \"present\": true, " +
+            "\"zero\": false, \"data\": true"), qemuMap);
+
+        final Path copy = dir.resolve("copy.img");
+        runOk("nbdcopy", sparseUri, copy.toString());
+        assertArrayEquals(Files.readAllBytes(sparseFile), Files.readAllBytes(copy));
+        final long allocated = SIZE - io.blockmover.FileHoles.of(copy, SIZE).stream()
+            .mapToLong(hole -> hole.get(1) - hole.get(0)).sum();
+        assertTrue(allocated <= 4L << 20, "the copy of 2 MiB and 4 KiB of data allocated " + allocated + " bytes");
+        runOk("qemu-io", "-f", "raw", "-r", sparseUri, "-c", "read -P 0 0 8M", "-c", "read -P 0 60M 4M");
         assertNoServerErrors();
     }
 

@@ -211,8 +211,6 @@ class NbdServerTest
         {
             assertEquals(NbdProtocol.REP_ERR_UNKNOWN, last(client.go("nope")).type());
 
-            client.sendOption(NbdProtocol.OPT_STRUCTURED_REPLY, new byte[0]);
-            assertEquals(NbdProtocol.REP_ERR_UNSUP, client.readOptionReply().type());
             client.sendOption(NbdProtocol.OPT_STARTTLS, new byte[0]);
             assertEquals(NbdProtocol.REP_ERR_UNSUP, client.readOptionReply().type());
             client.sendOption(4242, new byte[] {1, 2, 3});
@@ -231,6 +229,96 @@ class NbdServerTest
             assertTrue(client.isClosedByServer());
         }
         assertEquals(0, server.protocolErrors());
+    }
+
+    /**
+     * Structured replies, and the base:allocation metadata context over them: a READ is answered by one OFFSET_DATA
+     * chunk (or an ERROR chunk), BLOCK_STATUS by the extents of holes and data, other commands by simple replies.
+     * Contexts need structured replies first; BLOCK_STATUS needs the context, selected for the export served.
+     */
+    @Test
+    void shouldDescribeHolesWithBlockStatusOverStructuredReplies() throws IOException
+    {
+        start();
+        final Path sparse = dir.resolve("sparse.img");
+        try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(sparse.toFile(), "rw"))
+        {
+            file.setLength(SIZE);
+            file.seek(3 * 4096);
+            file.write(random(2 * 4096, 31));
+        }
+        final Volume sparseVolume = Volume.open(sparse, true);
+        exports.add(new VolumeExport("sparse", sparseVolume, false));
+        try (RawNbdClient client = new RawNbdClient(socket).handshake())
+        {
+            assertEquals(NbdProtocol.REP_ERR_INVALID, last(client.metaContext(NbdProtocol.OPT_SET_META_CONTEXT,
+                "sparse", NbdProtocol.CONTEXT_ALLOCATION)).type(), "contexts before structured replies");
+            client.sendOption(NbdProtocol.OPT_STRUCTURED_REPLY, new byte[] {1});
+            assertEquals(NbdProtocol.REP_ERR_INVALID, client.readOptionReply().type());
+            client.sendOption(NbdProtocol.OPT_STRUCTURED_REPLY, new byte[0]);
+            assertEquals(NbdProtocol.REP_ACK, client.readOptionReply().type());
+
+            final List<RawNbdClient.OptionReply> listed =
+                client.metaContext(NbdProtocol.OPT_LIST_META_CONTEXT, "sparse");
+            assertEquals(2, listed.size());
+            assertEquals(NbdProtocol.REP_META_CONTEXT, listed.get(0).type());
+            assertEquals(NbdProtocol.CONTEXT_ALLOCATION, new String(listed.get(0).data(), 4,
+                listed.get(0).data().length - 4, StandardCharsets.UTF_8));
+            assertEquals(List.of(NbdProtocol.REP_ACK), client.metaContext(NbdProtocol.OPT_SET_META_CONTEXT,
+                "sparse", "qemu:dirty-bitmap:x").stream().map(RawNbdClient.OptionReply::type).toList());
+            assertEquals(NbdProtocol.REP_ERR_UNKNOWN, last(client.metaContext(NbdProtocol.OPT_SET_META_CONTEXT,
+                "nope", NbdProtocol.CONTEXT_ALLOCATION)).type());
+            final List<RawNbdClient.OptionReply> set = client.metaContext(NbdProtocol.OPT_SET_META_CONTEXT,
+                "sparse", NbdProtocol.CONTEXT_ALLOCATION);
+            assertEquals(NbdProtocol.REP_META_CONTEXT, set.get(0).type());
+            assertEquals(NbdProtocol.CONTEXT_ALLOCATION_ID, set.get(0).buffer().getInt(0));
+            assertEquals(NbdProtocol.REP_ACK, last(client.go("sparse")).type());
+
+            client.sendRequest(NbdProtocol.CMD_BLOCK_STATUS, 0, 7, 0, 8 * 4096, null);
+            RawNbdClient.Chunk chunk = client.readChunk();
+            assertEquals(NbdProtocol.REPLY_TYPE_BLOCK_STATUS, chunk.type());
+            assertEquals(NbdProtocol.REPLY_FLAG_DONE, chunk.flags());
+            assertEquals(7, chunk.cookie());
+            final int hole = NbdProtocol.STATE_HOLE | NbdProtocol.STATE_ZERO;
+            assertEquals(List.of(NbdProtocol.CONTEXT_ALLOCATION_ID, 3 * 4096, hole, 2 * 4096, 0, 3 * 4096, hole),
+                ints(chunk.payload()));
+            client.sendRequest(NbdProtocol.CMD_BLOCK_STATUS, NbdProtocol.CMD_FLAG_REQ_ONE, 8, 4 * 4096, SIZE - 4 * 4096,
+                null);
+            assertEquals(List.of(NbdProtocol.CONTEXT_ALLOCATION_ID, 4096, 0), ints(client.readChunk().payload()));
+
+            client.sendRequest(NbdProtocol.CMD_READ, 0, 9, 3 * 4096, 4096, null);
+            chunk = client.readChunk();
+            assertEquals(NbdProtocol.REPLY_TYPE_OFFSET_DATA, chunk.type());
+            assertEquals(NbdProtocol.REPLY_FLAG_DONE, chunk.flags());
+            assertEquals(3 * 4096L, chunk.buffer().getLong(0));
+            assertArrayEquals(Arrays.copyOf(random(2 * 4096, 31), 4096), Arrays.copyOfRange(chunk.payload(), 8,
+                8 + 4096));
+            client.sendRequest(NbdProtocol.CMD_READ, 0, 10, SIZE, 4096, null);
+            chunk = client.readChunk();
+            assertEquals(NbdProtocol.REPLY_TYPE_ERROR, chunk.type());
+            assertEquals(NbdProtocol.NBD_EINVAL, chunk.buffer().getInt(0));
+            assertEquals(0, client.command(NbdProtocol.CMD_FLUSH, 0, 0, 0), "a simple reply to the rest");
+        }
+        try (RawNbdClient client = new RawNbdClient(socket).connect("sparse"))
+        {
+            // No context selected: no BLOCK_STATUS, and simple replies.
+            assertEquals(NbdProtocol.NBD_EINVAL, client.command(NbdProtocol.CMD_BLOCK_STATUS, 0, 0, 4096));
+        }
+        finally
+        {
+            sparseVolume.close();
+        }
+    }
+
+    private static List<Integer> ints(final byte[] bytes)
+    {
+        final ByteBuffer buffer = ByteBuffer.wrap(bytes);
+        final List<Integer> ints = new java.util.ArrayList<>();
+        while (buffer.hasRemaining())
+        {
+            ints.add(buffer.getInt());
+        }
+        return ints;
     }
 
     @Test

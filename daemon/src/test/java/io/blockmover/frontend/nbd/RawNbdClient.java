@@ -32,6 +32,15 @@ final class RawNbdClient implements AutoCloseable
     {
     }
 
+    /** One structured reply chunk: its header's fields and its payload. */
+    record Chunk(int flags, int type, long cookie, byte[] payload)
+    {
+        ByteBuffer buffer()
+        {
+            return ByteBuffer.wrap(payload);
+        }
+    }
+
     final SocketChannel channel;
     int handshakeFlags;
     long size;
@@ -178,6 +187,38 @@ final class RawNbdClient implements AutoCloseable
             readExactly(readLength).get(data);
         }
         return new Reply(error, header.getLong(8), data);
+    }
+
+    Chunk readChunk() throws IOException
+    {
+        final ByteBuffer header = readExactly(NbdProtocol.STRUCTURED_REPLY_LENGTH);
+        assertEquals(NbdProtocol.STRUCTURED_REPLY_MAGIC, header.getInt(0));
+        final byte[] payload = new byte[header.getInt(16)];
+        readExactly(payload.length).get(payload);
+        return new Chunk(header.getShort(4) & 0xFFFF, header.getShort(6) & 0xFFFF, header.getLong(8), payload);
+    }
+
+    /**
+     * NBD_OPT_SET_META_CONTEXT (or LIST) for an export and these queries.
+     *
+     * @return the replies, ending with ACK or an error.
+     */
+    List<OptionReply> metaContext(final int option, final String name, final String... queries) throws IOException
+    {
+        final byte[] bytes = name.getBytes(StandardCharsets.UTF_8);
+        int length = 4 + bytes.length + 4;
+        for (final String query : queries)
+        {
+            length += 4 + query.getBytes(StandardCharsets.UTF_8).length;
+        }
+        final ByteBuffer data = ByteBuffer.allocate(length).putInt(bytes.length).put(bytes).putInt(queries.length);
+        for (final String query : queries)
+        {
+            final byte[] q = query.getBytes(StandardCharsets.UTF_8);
+            data.putInt(q.length).put(q);
+        }
+        sendOption(option, data.array());
+        return readOptionReplies();
     }
 
     int write(final long offset, final byte[] data, final int flags) throws IOException
