@@ -342,6 +342,10 @@ final class GroupCommand implements Callable<Integer>
                 {
                     System.out.println("  activity log: " + hot + " regions (what a crash of this host resends)");
                 }
+                if (zerosLine(g) != null)
+                {
+                    System.out.println("  " + zerosLine(g));
+                }
                 final Map<String, Object> lat = (Map<String, Object>)g.get("latency");
                 for (final Map.Entry<String, Object> e : lat.entrySet())
                 {
@@ -467,6 +471,22 @@ final class GroupCommand implements Callable<Integer>
         {
             throw new BlockmoverException(ErrorCode.BAD_REQUEST, option + " " + text + ": " + ex.getMessage());
         }
+    }
+
+    /**
+     * @return the line of a source's status for its zeros: logged and sent as their length (WRITE_ZEROES, empty
+     *     regions of a sync) and given back by TRIMs on both sides; null while there are none.
+     */
+    static String zerosLine(final Map<String, Object> g)
+    {
+        final long zeros = g.get("zero_bytes") instanceof Number n ? n.longValue() : 0;
+        final long trimmed = g.get("trimmed_bytes") instanceof Number n ? n.longValue() : 0;
+        if (zeros == 0 && trimmed == 0)
+        {
+            return null;
+        }
+        return "zeros: " + Format.bytes(zeros) + " sent as their length, " + Format.bytes(trimmed) +
+            " trimmed (given back on both sides)";
     }
 
     /**

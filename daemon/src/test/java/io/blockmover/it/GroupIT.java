@@ -302,6 +302,9 @@ class GroupIT
         assertTrue(allocatedBytes(sparse) <= destinationWithData - MIB / 2, "the destination kept " +
             allocatedBytes(sparse) + " bytes of " + destinationWithData);
         assertEquals(2 * MIB + MIB / 2, GroupChecks.number(testbed.group("site-a", name), "trimmed_bytes"));
+        final String sourceText = testbed.cli("site-a", "group", "status", name).expect(0).stdout();
+        assertTrue(sourceText.contains(" sent as their length, 2.5 MiB trimmed (given back on both sides)"),
+            sourceText);
         assertCounted("site-a", "source", name, "zero_bytes_total", GroupChecks.number(testbed.group("site-a", name),
             "zero_bytes"));
         assertCounted("site-b", "destination", name, "deallocated_bytes_total",
