@@ -529,35 +529,27 @@ public final class Volume implements AutoCloseable
     /**
      * Discards a range and reads it back: a discard promises nothing about what reads return, and a thin volume
      * unmaps only the blocks it covers whole (its chunk, 64 KiB and up), so the zeros are taken for written only
-     * where they are read. A range that is not made of whole units of the device's discard granularity is not
-     * discarded at all (a client's WRITE_ZEROES of a few KiB): it could not read back as zeros, and one failed
-     * read-back ends every discard on this volume. Where an aligned one does not read as zeros, the caller writes
-     * them, and no discard is tried again: the device would fail every one the same way. Synchronized: NBD workers
-     * share the buffer.
+     * where they are read. A range that is not made of whole units of the device's discard granularity (a client's
+     * WRITE_ZEROES or TRIM of a few KiB) is not discarded at all: it could not read back as zeros, and one failed
+     * read-back ends every discard on this volume. It is only read: where it reads as zeros already (unmapped
+     * chunks, trimmed again by the next fstrim) nothing is written, so that a trim never maps a thin volume's
+     * chunks; otherwise the caller writes the zeros. Where an aligned discard does not read as zeros, the caller
+     * writes them, and no discard is tried again: the device would fail every one the same way. Synchronized: NBD
+     * workers share the buffer.
      */
     private synchronized boolean discardReadsAsZeros(final long position, final long length)
     {
-        if (position % discardGranularity != 0 || length % discardGranularity != 0)
-        {
-            return false;
-        }
         try
         {
-            Libc.discard(directFd, position, length);
-            if (checkBuffer == null)
+            if (position % discardGranularity != 0 || length % discardGranularity != 0)
             {
-                checkBuffer = org.agrona.BufferUtil.allocateDirectAligned(CHECK_LENGTH, Slab.ALIGNMENT);
-                zeroCheck = new ZeroCheck();
+                return readsAsZeros(position, length);
             }
-            for (long at = position; at < position + length; at += CHECK_LENGTH)
+            Libc.discard(directFd, position, length);
+            if (!readsAsZeros(position, length))
             {
-                final int n = (int)Math.min(CHECK_LENGTH, position + length - at);
-                read(at, checkBuffer, n);
-                if (!zeroCheck.isAllZeros(checkBuffer))
-                {
-                    canDeallocate = false;
-                    return false;
-                }
+                canDeallocate = false;
+                return false;
             }
             return true;
         }
@@ -566,6 +558,25 @@ public final class Volume implements AutoCloseable
             canDeallocate = false;
             return false;
         }
+    }
+
+    private boolean readsAsZeros(final long position, final long length) throws IOException
+    {
+        if (checkBuffer == null)
+        {
+            checkBuffer = org.agrona.BufferUtil.allocateDirectAligned(CHECK_LENGTH, Slab.ALIGNMENT);
+            zeroCheck = new ZeroCheck();
+        }
+        for (long at = position; at < position + length; at += CHECK_LENGTH)
+        {
+            final int n = (int)Math.min(CHECK_LENGTH, position + length - at);
+            read(at, checkBuffer, n);
+            if (!zeroCheck.isAllZeros(checkBuffer))
+            {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**
