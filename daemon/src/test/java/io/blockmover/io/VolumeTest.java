@@ -369,6 +369,42 @@ class VolumeTest
         }
     }
 
+    /**
+     * What BLOCK_STATUS tells NBD clients: the run of holes or data an offset starts, holes negated, up to an end;
+     * data in the page cache is data, and past a file's end (truncated under the volume) is data too, so that a
+     * client reads there and gets the error.
+     */
+    @Test
+    void shouldTellWhereARunOfHolesOrDataEnds() throws IOException
+    {
+        final int mib = 1 << 20;
+        final Path path = dir.resolve("runs.img");
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE))
+        {
+            channel.write(ByteBuffer.wrap(random(2 * BLOCK, 12)), 2L * mib);
+            channel.truncate(8L * mib);
+            channel.write(ByteBuffer.allocate(1), 8L * mib - 1);
+        }
+        try (Volume volume = Volume.open(path, true))
+        {
+            assertEquals(-2L * mib, volume.allocationRun(0, 8L * mib), "a hole up to the data");
+            assertEquals(-mib, volume.allocationRun(0, mib), "no further than asked");
+            assertEquals(2L * mib + 2 * BLOCK, volume.allocationRun(2L * mib, 8L * mib), "the data");
+            assertEquals(-(8L * mib - BLOCK), volume.allocationRun(2L * mib + 2 * BLOCK, 8L * mib));
+            assertEquals(8L * mib, volume.allocationRun(8L * mib - BLOCK, 8L * mib), "the last byte's block");
+
+            volume.writeBuffered(5L * mib, ByteBuffer.wrap(random(512, 13)));
+            assertEquals(5L * mib + BLOCK, volume.allocationRun(5L * mib, 8L * mib), "data in the page cache");
+
+            try (FileChannel channel = FileChannel.open(path, StandardOpenOption.WRITE))
+            {
+                channel.truncate(6L * mib);
+            }
+            assertEquals(-6L * mib, volume.allocationRun(5L * mib + BLOCK, 6L * mib));
+            assertEquals(8L * mib, volume.allocationRun(6L * mib, 8L * mib), "past the file's end: data");
+        }
+    }
+
     @Test
     void shouldOpenLoopDeviceAsExclusiveBlockDevice() throws Exception
     {
