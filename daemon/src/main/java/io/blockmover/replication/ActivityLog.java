@@ -229,8 +229,8 @@ public final class ActivityLog implements AutoCloseable
     }
 
     /**
-     * {@link #mark} for a sender that goes through regions in order (a resync): a cold region makes the next
-     * {@code ahead - 1} hot with it, one force for them all; a hot one costs a read.
+     * {@link #mark} for a sender that goes through regions in order (a resync, a TRIM of many regions): a cold
+     * region makes the next {@code ahead - 1} hot with it, one force for them all; a hot one costs a read.
      *
      * @return the stamp for {@link #release}.
      */

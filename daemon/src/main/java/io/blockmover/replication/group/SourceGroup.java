@@ -462,31 +462,21 @@ public final class SourceGroup implements AutoCloseable
         {
             WriteInProgress last = null;
             long lastLsn = 0;
-            int markedThrough = 0;
+            final int lastRegion = (int)((end - 1) / region);
             long at = offset;
             while (at < end)
             {
                 final long regionEnd = (at / region + 1) * region;
                 final int n = (int)(Math.min(end, regionEnd) - at);
-                if (trim && !volume.deallocates(at, n))
+                // A TRIM changes nothing where the volume keeps its data or would keep it (a piece of a thin
+                // volume's chunk), as NBD allows, and sends nothing for a hole (fstrim trims the same free space
+                // again at every run): zeros on both sides already.
+                if (!trim || volume.deallocates(at, n) && !volume.isHole(at, n))
                 {
-                    // A volume that keeps its data, or a piece of a thin volume's chunk: NBD lets a TRIM change
-                    // nothing.
-                }
-                else if (trim && volume.isHole(at, n))
-                {
-                    // A hole already (fstrim trims the same free space again at every run): zeros on both sides.
-                }
-                else
-                {
+                    // Each record marks its region hot, as any write does, and a cold one costs a force of the
+                    // activity log: a cold region marks the range's next ones with it, one force for them all.
                     final int r = (int)(at / region);
-                    if (r >= markedThrough)
-                    {
-                        // Each record marks its region hot, as any write does, and a cold one costs a force of the
-                        // activity log: one force for the next MARK_AHEAD regions of the range instead.
-                        markedThrough = (int)Math.min((long)r + MARK_AHEAD, (end - 1) / region + 1);
-                        activity.release(activity.mark(vol, r, markedThrough - 1));
-                    }
+                    activity.release(activity.markAhead(vol, r, Math.min(MARK_AHEAD, lastRegion - r + 1)));
                     last = writeUnacknowledged(vol, at, zeros.duplicate(), n, false, RecordFlags.ZEROES,
                         trim || mayDeallocate && volume.deallocates(at, n));
                     lastLsn = Math.max(lastLsn, last.lsn);
