@@ -632,14 +632,7 @@ public final class Volume implements AutoCloseable
         }
         // No data from position to the end of the file: a hole, unless the file ends before the range does (it was
         // truncated under us), where a read fails, as it must.
-        try
-        {
-            return position + length <= direct.size();
-        }
-        catch (final IOException ex)
-        {
-            return false;
-        }
+        return position + length <= fileLength();
     }
 
     /**
@@ -676,6 +669,9 @@ public final class Volume implements AutoCloseable
         }
     }
 
+    /**
+     * @return the file's current length; -1 where it cannot be told (so that no range counts as inside it).
+     */
     private long fileLength()
     {
         try
