@@ -3,6 +3,7 @@ package io.blockmover.frontend.nbd;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 
+import org.agrona.BitUtil;
 import org.agrona.BufferUtil;
 
 import io.blockmover.buffer.Slab;
@@ -103,17 +104,12 @@ public final class VolumeExport implements NbdExport
     {
         // Advisory: the content of a trimmed range is unspecified. Its whole blocks are given back where the volume
         // can (a sparse file's hole, a block device's discard); elsewhere, and at ragged ends, the old bytes stay.
-        final long start = alignUp(offset);
+        final long start = BitUtil.align(offset, Slab.ALIGNMENT);
         final long end = alignDown(offset + length);
         if (end > start)
         {
             volume.discard(start, end - start);
         }
-    }
-
-    private static long alignUp(final long position)
-    {
-        return (position + Slab.ALIGNMENT - 1) & -Slab.ALIGNMENT;
     }
 
     private static long alignDown(final long position)
@@ -135,7 +131,7 @@ public final class VolumeExport implements NbdExport
     public void writeZeroes(final long offset, final long length, final boolean fua, final boolean mayDeallocate)
         throws IOException
     {
-        final long start = alignUp(offset);
+        final long start = BitUtil.align(offset, Slab.ALIGNMENT);
         final long end = alignDown(offset + length);
         if (mayDeallocate && end > start && volume.deallocate(start, end - start))
         {
