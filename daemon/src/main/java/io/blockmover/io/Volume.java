@@ -488,8 +488,19 @@ public final class Volume implements AutoCloseable
      */
     public boolean deallocates(final long position, final long length)
     {
-        final long unit = blockDevice ? discardGranularity : Slab.ALIGNMENT;
+        final long unit = deallocationUnit();
         return canDeallocate() && length > 0 && position % unit == 0 && length % unit == 0;
+    }
+
+    /**
+     * @return the least this volume gives back ({@link #deallocates}): a 4 KiB block of a file, a unit of a block
+     *     device's discard granularity (a thin pool's chunk: 64 KiB or a multiple, not always a power of two),
+     *     rounded up to a multiple of 4 KiB, so that the data around it can be written with O_DIRECT.
+     */
+    public long deallocationUnit()
+    {
+        return blockDevice ? (discardGranularity + Slab.ALIGNMENT - 1) / Slab.ALIGNMENT * Slab.ALIGNMENT :
+            Slab.ALIGNMENT;
     }
 
     /**
@@ -759,6 +770,20 @@ public final class Volume implements AutoCloseable
     public void readRange(final long position, final ByteBuffer dst) throws IOException
     {
         transfer(direct, dst, position, false);
+    }
+
+    /**
+     * Writes {@code src.remaining()} bytes from its current position at {@code position}, with O_DIRECT: for a
+     * writer that writes one buffer in pieces without slicing it. The same alignment as {@link #readRange}.
+     * Allocates nothing.
+     *
+     * @param position byte offset in the volume.
+     * @param src      direct buffer, position and limit set to the bytes to write.
+     * @throws IOException on an I/O error.
+     */
+    public void writeRange(final long position, final ByteBuffer src) throws IOException
+    {
+        transfer(direct, src, position, true);
     }
 
     private static void transfer(final FileChannel channel, final ByteBuffer buffer, final long position,

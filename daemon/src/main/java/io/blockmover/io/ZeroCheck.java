@@ -1,5 +1,6 @@
 package io.blockmover.io;
 
+import java.io.IOException;
 import java.nio.ByteBuffer;
 
 /**
@@ -39,6 +40,84 @@ public final class ZeroCheck
         finally
         {
             buffer.limit(end).position(start);
+        }
+    }
+
+    /**
+     * @param volume   the volume the bytes are for.
+     * @param position where they go in it.
+     * @param bytes    the bytes between its position and limit; both are as before on return.
+     * @return whether they hold a piece that the volume could deallocate ({@link Volume#deallocates}: a 4 KiB block
+     *     of a file, a unit of a block device's discard granularity) and that holds only zeros. Random data fails
+     *     each piece's compare at its first bytes.
+     */
+    public boolean hasZeroPiece(final Volume volume, final long position, final ByteBuffer bytes)
+    {
+        final int start = bytes.position();
+        final int end = bytes.limit();
+        final long unit = volume.deallocationUnit();
+        try
+        {
+            for (long at = (position + unit - 1) / unit * unit; at + unit <= position + (end - start); at += unit)
+            {
+                final int from = start + (int)(at - position);
+                bytes.limit(from + (int)unit).position(from);
+                if (isAllZeros(bytes))
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+        finally
+        {
+            bytes.limit(end).position(start);
+        }
+    }
+
+    /**
+     * Writes a range of a volume whose zero pieces ({@link #hasZeroPiece}) the volume deallocates instead: a chunk
+     * or region read off a sparse or thin source, data around holes, stays so on a sparse or thin destination. The
+     * rest is written with O_DIRECT, a run at a time; a piece the volume refuses to deallocate is written too.
+     * Durable, like a write, with the volume's next force. Allocates nothing.
+     *
+     * @param volume   to write.
+     * @param position where the bytes go, a multiple of 4 KiB.
+     * @param aligned  the bytes from 0, in a buffer aligned for O_DIRECT; its position and limit are left anywhere.
+     * @param length   bytes, a multiple of 4 KiB.
+     * @return bytes deallocated.
+     * @throws IOException on a write error.
+     */
+    public long writeAroundZeroPieces(final Volume volume, final long position, final ByteBuffer aligned,
+        final int length) throws IOException
+    {
+        final long unit = volume.deallocationUnit();
+        long deallocated = 0;
+        int dataFrom = 0;
+        int at = (int)((position + unit - 1) / unit * unit - position);
+        while (at < length)
+        {
+            final int n = (int)Math.min(unit, length - at);
+            aligned.limit(at + n).position(at);
+            if (n == unit && isAllZeros(aligned) && volume.deallocate(position + at, n))
+            {
+                writeRun(volume, position, aligned, dataFrom, at);
+                deallocated += n;
+                dataFrom = at + n;
+            }
+            at += n;
+        }
+        writeRun(volume, position, aligned, dataFrom, length);
+        return deallocated;
+    }
+
+    private static void writeRun(final Volume volume, final long position, final ByteBuffer aligned, final int from,
+        final int to) throws IOException
+    {
+        if (to > from)
+        {
+            aligned.limit(to).position(from);
+            volume.writeRange(position + from, aligned);
         }
     }
 

@@ -67,15 +67,24 @@ public final class Writer implements Agent
 
     /**
      * A chunk of zeros becomes a hole where the destination deallocates (a sparse file, a block device: a thin
-     * volume stays thin where the source holds nothing); otherwise, and for any other chunk, it is written.
+     * volume stays thin where the source holds nothing), and so do the zero pieces of a chunk that also holds data
+     * (a sparse source's data around its holes); otherwise, and for any other chunk, it is written.
      */
     private void writeOrDeallocate(final long position, final ByteBuffer slot, final int length) throws IOException
     {
         final Volume volume = session.volume;
-        if (ZeroCheck.worthChecking(volume, position, length) && zeroCheck.isAllZeros(slot.clear().limit(length)) &&
-            volume.deallocate(position, length))
+        if (ZeroCheck.worthChecking(volume, position, length))
         {
-            return;
+            slot.clear().limit(length);
+            if (zeroCheck.isAllZeros(slot) && volume.deallocate(position, length))
+            {
+                return;
+            }
+            if (zeroCheck.hasZeroPiece(volume, position, slot))
+            {
+                zeroCheck.writeAroundZeroPieces(volume, position, slot, length);
+                return;
+            }
         }
         volume.write(position, slot, length);
     }

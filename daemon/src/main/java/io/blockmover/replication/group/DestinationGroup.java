@@ -975,7 +975,13 @@ public final class DestinationGroup implements Agent, AutoCloseable
         final boolean deallocatable = zeroRecord ? ZeroCheck.mayDeallocate(volumes[vol], offset, length) :
             ZeroCheck.worthChecking(volumes[vol], offset, length);
         final boolean zeros = zeroRecord || deallocatable && zeroCheck.isAllZeros(payload);
-        final boolean batched = !zeros && batch != null && ApplyBatch.batchable(directFd, offset, length);
+        final boolean resync = (flags & SourceGroup.RECORD_RESYNC) != 0;
+        // A resync record is a region (or chunk) as the source volume holds it: for a sparse or thin source, mostly
+        // holes around some data. Written whole, it filled the destination's holes inside the region (after a
+        // source's crash, every region of its activity log is resent). Its zero pieces are deallocated instead.
+        final boolean holed = !zeros && resync && deallocatable &&
+            zeroCheck.hasZeroPiece(volumes[vol], offset, payload);
+        final boolean batched = !zeros && !holed && batch != null && ApplyBatch.batchable(directFd, offset, length);
         if (batch != null && (batched ? batch.mustDrainBefore(vol, offset, length) : batch.count() > 0))
         {
             // Before the hook too: it must see these bytes as the records before this one left them.
@@ -988,7 +994,6 @@ public final class DestinationGroup implements Agent, AutoCloseable
         {
             hook.beforeApply(vol, offset, length);
         }
-        final boolean resync = (flags & SourceGroup.RECORD_RESYNC) != 0;
         if (resync && cursor.lsn() > durable.cleanThroughLsn())
         {
             // Durable before the write that mixes old and new data: a crash after it must not look consistent. A
@@ -1007,6 +1012,12 @@ public final class DestinationGroup implements Agent, AutoCloseable
         else if (zeroRecord)
         {
             writeZeros(vol, offset, length);
+        }
+        else if (holed)
+        {
+            buffer.clear();
+            buffer.put(payload);
+            bytesDeallocated += zeroCheck.writeAroundZeroPieces(volumes[vol], offset, buffer, length);
         }
         else if (length >= DIRECT_APPLY_LENGTH && ApplyBatch.aligned(offset, length))
         {

@@ -808,6 +808,68 @@ class DestinationGroupTest
     }
 
     /**
+     * A resync record is a region as its source holds it; of a sparse or thin source, data around holes. Its zero
+     * pieces stay holes on a sparse destination (after a source's crash every region of its activity log is
+     * resent, and written whole they filled the destination's holes), its data is written around them. A client's
+     * record of the same bytes is written whole, and on a file with every block allocated nothing is deallocated.
+     */
+    @Test
+    void shouldDeallocateTheZeroPiecesOfAResyncRecord() throws Exception
+    {
+        final byte[] sparse = new byte[SIZE - REGION];
+        new Random(11).nextBytes(sparse);
+        reopenOver(sparse);
+        applyRegionWithHolesAsResyncAndAsClientWrite();
+        assertTrue(Arrays.equals(afterRegionWithHoles(sparse), Files.readAllBytes(dir.resolve("volume"))),
+            "not what the records say");
+        assertEquals(List.of(List.of(4096L, 8192L), List.of(12288L, (long)REGION - 4096),
+            List.of((long)SIZE - REGION, (long)SIZE)), holes(), "the resync record's zeros (and the file's hole)");
+        assertEquals(REGION - 3 * 4096, group.bytesDeallocated());
+
+        final byte[] thick = new byte[SIZE];
+        new Random(12).nextBytes(thick);
+        reopenOver(thick);
+        applyRegionWithHolesAsResyncAndAsClientWrite();
+        assertTrue(Arrays.equals(afterRegionWithHoles(thick), Files.readAllBytes(dir.resolve("volume"))),
+            "not what the records say");
+        assertEquals(List.of(), holes(), "a fully allocated destination lost blocks");
+        assertEquals(0, group.bytesDeallocated());
+    }
+
+    /** A region holding data in its blocks 0, 2 and last, zeros elsewhere. */
+    private static byte[] regionWithHoles()
+    {
+        final byte[] region = new byte[REGION];
+        Arrays.fill(region, 0, 4096, (byte)1);
+        Arrays.fill(region, 8192, 12288, (byte)2);
+        Arrays.fill(region, REGION - 4096, REGION, (byte)3);
+        return region;
+    }
+
+    /** {@link #regionWithHoles} as a resync record of region 0, then as a client's record of region 1. */
+    private void applyRegionWithHolesAsResyncAndAsClientWrite()
+    {
+        final ByteBuffer region = ByteBuffer.wrap(regionWithHoles());
+        assertTrue(log.tryAppend(++lsn, 0, 0, SourceGroup.RECORD_RESYNC, region, 0, REGION) >= 0);
+        assertTrue(log.tryAppend(++lsn, 0, REGION, 0, region, 0, REGION) >= 0);
+        log.forceRecords();
+        while (group.appliedLsn() < lsn)
+        {
+            group.doWork();
+        }
+        assertNull(group.failure());
+        settle();
+    }
+
+    private static byte[] afterRegionWithHoles(final byte[] data)
+    {
+        final byte[] expected = Arrays.copyOf(data, SIZE);
+        System.arraycopy(regionWithHoles(), 0, expected, 0, REGION);
+        System.arraycopy(regionWithHoles(), 0, expected, REGION, REGION);
+        return expected;
+    }
+
+    /**
      * @param asZeroRecords whether the zeros came as zero records: then the short one is a hole too; as data, it is
      *                      too short to be worth a compare, and written.
      */
