@@ -474,23 +474,41 @@ def selftest():
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         ledger_path, volume = os.path.join(tmp, "ledger"), os.path.join(tmp, "volume")
+        log_path = os.path.join(tmp, "log")
 
         def write_ledger(lines):
             with open(ledger_path, "w") as f:
                 f.write("".join(line + "\n" for line in lines))
+
+        def passes(command, *args):
+            """Whether a command passes (returns 0), its line of output dropped."""
+            with open(os.devnull, "w") as quiet:
+                saved, sys.stdout = sys.stdout, quiet
+                try:
+                    return command(*args) == 0
+                finally:
+                    sys.stdout = saved
 
         def outcome(stamped, view, with_prefix):
             """Whether check and prefix (None: not run) pass on a volume holding the stamped blocks."""
             with open(volume, "wb") as f:
                 for n in range(1, 65):
                     f.write(block(n) if n in stamped else bytes(BLOCK))
-            with open(os.devnull, "w") as quiet:
-                saved, sys.stdout = sys.stdout, quiet
-                try:
-                    return (check(volume, ledger_path, view) == 0,
-                            prefix(volume, ledger_path, view == "partner") == 0 if with_prefix else None)
-                finally:
-                    sys.stdout = saved
+            return (passes(check, volume, ledger_path, view),
+                    passes(prefix, volume, ledger_path, view == "partner") if with_prefix else None)
+
+        def logged_outcome(stamped, in_log, torn=None):
+            """Whether logged passes on a volume holding the stamped blocks and a log holding these records, and a
+            torn one."""
+            with open(volume, "wb") as f:
+                for n in range(1, 65):
+                    f.write(block(n) if n in stamped else bytes(BLOCK))
+            with open(log_path, "wb") as f:
+                for n in sorted(in_log):
+                    f.write(bytes(40) + block(n))
+                if torn:
+                    f.write(bytes(40) + block(torn)[:BLOCK // 2])
+            return passes(logged, volume, log_path, ledger_path)
 
         write_ledger(ledger)
         for stamped, view, check_passes, prefix_passes in cases:
@@ -522,26 +540,14 @@ def selftest():
         write_ledger(ledger)
         # logged: blocks 1-5 and 7-9 durable on the volume, 11-12 (and 10, unanswered) only in a log of records
         # with 40-byte headers between them; the same with block 12 missing from the log must fail.
-        log_path, checked = os.path.join(tmp, "log"), len(cases) + len(long_cases)
-        with open(volume, "wb") as f:
-            for n in range(1, 65):
-                f.write(block(n) if n in set(range(1, 10)) - {6} else bytes(BLOCK))
-        for in_log, passes in (({10, 11, 12}, True), ({10, 11}, False)):
-            with open(log_path, "wb") as f:
-                for n in sorted(in_log):
-                    f.write(bytes(40) + block(n))
-                f.write(bytes(40) + block(12)[:BLOCK // 2])   # a torn record
-            with open(os.devnull, "w") as quiet:
-                saved, sys.stdout = sys.stdout, quiet
-                try:
-                    got = logged(volume, log_path, ledger_path) == 0
-                finally:
-                    sys.stdout = saved
+        checked = len(cases) + len(long_cases)
+        for in_log, should in (({10, 11, 12}, True), ({10, 11}, False)):
+            got = logged_outcome(set(range(1, 10)) - {6}, in_log, torn=12)
             checked += 1
-            if got != passes:
+            if got != should:
                 failed += 1
                 print("stamp selftest: logged with blocks %s in the log passed %s, should have %s"
-                      % (sorted(in_log), got, passes))
+                      % (sorted(in_log), got, should))
         # Zeroing: block 3 zeroed, 5 trimmed, 7 being zeroed at the cut; then, in a ledger of its own, block 2
         # zeroed after the partner went down.
         zero_ledger = each(1, 8) + ["zeroing 3", "zeroed 3"] + wrote(9) + ["trimming 5", "trimmed 5"] + wrote(10)
@@ -575,28 +581,17 @@ def selftest():
                       % (sorted(stamped), " (%s)" % view if view else "", got, (check_passes, prefix_passes)))
         # logged: the blocks zeroed or trimmed are looked for nowhere; 9 and 10 only in the log.
         write_ledger(zero_ledger)
-        with open(volume, "wb") as f:
-            for n in range(1, 65):
-                f.write(block(n) if n in {1, 2, 4, 6, 8} else bytes(BLOCK))
-        for in_log, passes in (({9, 10}, True), ({9}, False)):
-            with open(log_path, "wb") as f:
-                for n in sorted(in_log):
-                    f.write(bytes(40) + block(n))
-            with open(os.devnull, "w") as quiet:
-                saved, sys.stdout = sys.stdout, quiet
-                try:
-                    got = logged(volume, log_path, ledger_path) == 0
-                finally:
-                    sys.stdout = saved
+        for in_log, should in (({9, 10}, True), ({9}, False)):
+            got = logged_outcome({1, 2, 4, 6, 8}, in_log)
             checked += 1
-            if got != passes:
+            if got != should:
                 failed += 1
                 print("stamp selftest: zeroing, logged with blocks %s in the log passed %s, should have %s"
-                      % (sorted(in_log), got, passes))
+                      % (sorted(in_log), got, should))
         # holes: blocks 3 (WRITE_ZEROES) and 5 (TRIM) zeroed; a sparse volume holding only the stamped blocks has
         # them as holes, one with zeros written everywhere has none.
         write_ledger(zero_ledger)
-        for sparse, passes in ((True, True), (False, False)):
+        for sparse, should in ((True, True), (False, False)):
             with open(volume, "wb") as f:
                 f.truncate(64 * BLOCK)
                 for n in range(1, 65):
@@ -605,17 +600,12 @@ def selftest():
                         f.write(block(n) if n in {1, 2, 4, 6, 8, 9, 10} else bytes(BLOCK))
                 f.flush()
                 os.fsync(f.fileno())
-            with open(os.devnull, "w") as quiet:
-                saved, sys.stdout = sys.stdout, quiet
-                try:
-                    got = punched(volume, ledger_path) == 0
-                finally:
-                    sys.stdout = saved
+            got = passes(punched, volume, ledger_path)
             checked += 1
-            if got != passes:
+            if got != should:
                 failed += 1
                 print("stamp selftest: holes in a %s volume passed %s, should have %s"
-                      % ("sparse" if sparse else "written", got, passes))
+                      % ("sparse" if sparse else "written", got, should))
     print("stamp selftest: %d of %d cases as they should be" % (checked - failed, checked))
     return 1 if failed else 0
 
