@@ -445,7 +445,10 @@ class GroupIT
                 "on site-a"),
                 onDestination.toString());
 
-            // Smaller than twice the backlog: it waits for the partner to take it, and a switch waits for it.
+            // Smaller than twice the backlog: it waits for the partner to take it, and a switch waits for it. The
+            // link slower now, so that the wait outlasts the steps below (at 1 MiB/s the backlog fit in 3 s, and with
+            // the ITs run two classes at a time the resize was done before site-a's kill).
+            testbed.call("site-a", "peer-set", Map.of("name", "site-b", "max_rate", 128 * 1024));
             tool("fio", "--name=more", "--ioengine=nbd", "--uri=" + uri, "--rw=randwrite", "--bs=64k",
                 "--size=10m", "--randseed=44");
             testbed.cli("site-a", "group", "set", name, "--log-size", "16m").expect(0);
