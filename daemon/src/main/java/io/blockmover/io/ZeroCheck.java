@@ -58,7 +58,7 @@ public final class ZeroCheck
         final long unit = volume.deallocationUnit();
         try
         {
-            for (long at = (position + unit - 1) / unit * unit; at + unit <= position + (end - start); at += unit)
+            for (long at = firstPiece(position, unit); at + unit <= position + (end - start); at += unit)
             {
                 final int from = start + (int)(at - position);
                 bytes.limit(from + (int)unit).position(from);
@@ -78,7 +78,8 @@ public final class ZeroCheck
     /**
      * Writes a range of a volume whose zero pieces ({@link #hasZeroPiece}) the volume deallocates instead: a chunk
      * or region read off a sparse or thin source, data around holes, stays so on a sparse or thin destination. The
-     * rest is written with O_DIRECT, a run at a time; a piece the volume refuses to deallocate is written too.
+     * rest is written with O_DIRECT, a run at a time (all of it in one write where no piece is zeros); a piece the
+     * volume refuses to deallocate is written too.
      * Durable, like a write, with the volume's next force. Allocates nothing.
      *
      * @param volume   to write.
@@ -94,7 +95,7 @@ public final class ZeroCheck
         final long unit = volume.deallocationUnit();
         long deallocated = 0;
         int dataFrom = 0;
-        int at = (int)((position + unit - 1) / unit * unit - position);
+        int at = (int)(firstPiece(position, unit) - position);
         while (at < length)
         {
             final int n = (int)Math.min(unit, length - at);
@@ -109,6 +110,14 @@ public final class ZeroCheck
         }
         writeRun(volume, position, aligned, dataFrom, length);
         return deallocated;
+    }
+
+    /**
+     * @return the first multiple of {@code unit} at or after {@code position} (a unit need not be a power of two).
+     */
+    private static long firstPiece(final long position, final long unit)
+    {
+        return (position + unit - 1) / unit * unit;
     }
 
     private static void writeRun(final Volume volume, final long position, final ByteBuffer aligned, final int from,

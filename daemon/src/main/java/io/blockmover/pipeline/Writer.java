@@ -80,11 +80,9 @@ public final class Writer implements Agent
             {
                 return;
             }
-            if (zeroCheck.hasZeroPiece(volume, position, slot))
-            {
-                zeroCheck.writeAroundZeroPieces(volume, position, slot, length);
-                return;
-            }
+            // One pass over the pieces: a chunk with none of zeros is one write, as below.
+            zeroCheck.writeAroundZeroPieces(volume, position, slot, length);
+            return;
         }
         volume.write(position, slot, length);
     }
