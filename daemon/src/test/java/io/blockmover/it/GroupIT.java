@@ -28,6 +28,7 @@ import org.junit.jupiter.api.Timeout;
 
 import io.blockmover.BlockmoverException;
 import io.blockmover.frontend.nbd.NbdProtocol;
+import io.blockmover.replication.log.RecordLogDescriptor;
 
 import static io.blockmover.it.GroupChecks.awaitReplicated;
 import static io.blockmover.it.GroupChecks.lsn;
@@ -870,7 +871,7 @@ class GroupIT
         // The test is about the order the log keeps, so no write may fall back to the bitmap: never more records
         // than three quarters of the log holds, however slowly the partner gives log space back. Bounded by time
         // alone, a 64 MiB log overflowed in a suite run (1846 of 58912 writes went to the bitmap).
-        final long maxRounds = logBytes * 3 / 4 / (2L * pairs * (4096 + 128));
+        final long maxRounds = logBytes * 3 / 4 / (2L * pairs * RecordLogDescriptor.recordLength(4096));
         long rounds = 0;
         try (NbdClient client = NbdClient.connect(testbed.nbdSocket("site-a"), GroupChecks.exports(created)[0]))
         {
